@@ -1,0 +1,47 @@
+"""The result every client returns, and the errors it raises.
+
+Times are `time.perf_counter_ns()` readings (monotonic, for durations); `sent_unix_s` is wall-clock
+time only to place the request in the calendar.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.errors import SparkbenchError
+
+
+@dataclass
+class StreamResult:
+    """Raw facts of one streamed request, as observed by the client."""
+
+    sent_unix_s: float
+    sent_ns: int
+    end_ns: int = 0
+    first_token_ns: int | None = None
+    last_token_ns: int | None = None
+    # One entry per chunk that brought new tokens: arrival time and the server's token count so far.
+    chunk_ns: list[int] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+    text: str = ""
+    output_ids: list[int] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)  # final meta_info / usage, kept raw
+    # Counts as the server reported them (never re-tokenized or counted from chunks).
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    finish_reason: str | None = None
+    stream_mode: str = "unknown"  # cumulative | incremental | unknown (a single chunk proves neither)
+
+
+class ServerUnreachable(SparkbenchError):
+    """The server did not answer at all (connection refused, reset, timed out)."""
+
+
+class ServerHTTPError(SparkbenchError):
+    """The server answered with a non-2xx status."""
+
+
+class MalformedStream(SparkbenchError):
+    """The server's stream broke the protocol (bad JSON, no terminating [DONE])."""

@@ -1,0 +1,128 @@
+"""Client for SGLang's native streaming endpoint, `POST /generate`.
+
+SGLang streams `data: {"text", "output_ids", "meta_info"}` lines and then `data: [DONE]`. By default
+every chunk repeats ALL text and ids so far (cumulative); with `--incremental-streaming-output` each
+chunk carries only the new ones. `meta_info.completion_tokens` is the server's count so far in both
+modes, so it decides per chunk which mode is in use: a chunk whose id list is as long as the count
+is the whole output so far.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from harness.client.base import MalformedStream, ServerHTTPError, StreamResult
+from harness.client.sse import DONE, post_sse
+from harness.spec import Prompt, SamplingParams
+
+
+def sampling_body(s: SamplingParams) -> dict[str, Any]:
+    """SGLang `sampling_params`, every field explicit."""
+    body: dict[str, Any] = {
+        "temperature": s.temperature,
+        "top_p": s.top_p,
+        "top_k": s.top_k,
+        "max_new_tokens": s.max_new_tokens,
+        "ignore_eos": s.ignore_eos,
+        "stop": list(s.stop),
+    }
+    if s.seed is not None:
+        body["sampling_seed"] = s.seed
+    return body
+
+
+def request_body(prompt: Prompt) -> dict[str, Any]:
+    body: dict[str, Any] = {"sampling_params": sampling_body(prompt.sampling), "stream": True}
+    if prompt.input_ids is not None:
+        body["input_ids"] = list(prompt.input_ids)
+    else:
+        body["text"] = prompt.text
+    return body
+
+
+def _absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> None:
+    """Fold one chunk into the result: token count, ids, text, mode; stamp it if it brought tokens."""
+    if "error" in chunk:
+        raise ServerHTTPError(f"server reported an error mid-stream: {str(chunk['error'])[:300]}")
+    meta = chunk.get("meta_info") or {}
+    ids = chunk.get("output_ids") or []
+    count = meta.get("completion_tokens")
+    if count is None:
+        raise MalformedStream("SGLang chunk without meta_info.completion_tokens")
+    previous = result.chunk_tokens[-1] if result.chunk_tokens else 0
+    # An id list as long as the server's count is the whole output so far. After the first
+    # token only a cumulative stream can produce that; an incremental delta is always shorter.
+    if len(ids) == count:
+        result.output_ids = list(ids)
+        result.text = chunk.get("text", "")
+        if previous > 0:
+            result.stream_mode = "cumulative"
+    else:
+        result.output_ids.extend(ids)
+        result.text += chunk.get("text", "")
+        result.stream_mode = "incremental"
+    result.meta = meta
+    if count > previous:
+        if result.first_token_ns is None:
+            result.first_token_ns = now
+        result.last_token_ns = now
+        result.chunk_ns.append(now)
+        result.chunk_tokens.append(count)
+
+
+async def generate(http: httpx.AsyncClient, base_url: str, prompt: Prompt) -> StreamResult:
+    """Stream one prompt through `/generate` and return the raw, time-stamped result."""
+    result = StreamResult(sent_unix_s=time.time(), sent_ns=time.perf_counter_ns())
+    done = False
+    async for now, payload in post_sse(http, f"{base_url}/generate", request_body(prompt)):
+        if payload is DONE:
+            done = True
+            result.end_ns = now
+            break
+        _absorb_chunk(result, payload, now)
+    if not done:
+        raise MalformedStream(f"{base_url}/generate: stream ended without [DONE]")
+    _take_counts(result)
+    return result
+
+
+def _take_counts(result: StreamResult) -> None:
+    """Copy the server's own counts out of the final meta_info."""
+    meta = result.meta
+    result.prompt_tokens = meta.get("prompt_tokens")
+    result.completion_tokens = meta.get("completion_tokens")
+    result.cached_tokens = meta.get("cached_tokens")
+    reason = meta.get("finish_reason")
+    result.finish_reason = reason.get("type") if isinstance(reason, dict) else reason
+
+
+class SGLangBackend:
+    """SGLang's native API: `/generate` for requests, `/server_info` and `/model_info` for facts."""
+
+    name = "sglang"
+
+    async def send(self, http: httpx.AsyncClient, base_url: str, prompt: Prompt) -> StreamResult:
+        return await generate(http, base_url, prompt)
+
+    def snapshot(self, http: httpx.Client, base_url: str) -> dict[str, Any]:
+        """The server's resolved arguments and model facts, for the manifest and the guard."""
+        return {"server_info": _get_json(http, base_url, "/server_info", "/get_server_info"),
+                "model_info": _get_json(http, base_url, "/model_info", "/get_model_info")}
+
+
+def _get_json(http: httpx.Client, base_url: str, *paths: str) -> dict[str, Any]:
+    """GET the first of `paths` that the server serves (newer names first, then older ones)."""
+    for path in paths:
+        resp = http.get(base_url + path)
+        if resp.status_code == 404:
+            continue
+        if resp.status_code >= 400:
+            raise ServerHTTPError(f"{base_url}{path} answered HTTP {resp.status_code}")
+        try:
+            return resp.json()
+        except ValueError as exc:
+            raise MalformedStream(f"{base_url}{path} did not return JSON; is this an SGLang server?") from exc
+    raise ServerHTTPError(f"{base_url} serves none of {', '.join(paths)}; is this an SGLang server?")

@@ -1,0 +1,141 @@
+"""Per-request records: the one long-form source of truth of a run.
+
+While a run is going each finished request is appended to `requests.jsonl` and flushed to disk at
+once, so a crash loses only the requests in flight. At the end the same rows are written as
+`requests.parquet`. Every later stage (metrics, tables, plots) reads these rows and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.client.base import StreamResult
+from harness.errors import SparkbenchError
+from harness.spec import Prompt
+
+JSONL_NAME = "requests.jsonl"
+PARQUET_NAME = "requests.parquet"
+
+
+@dataclass
+class RequestRecord:
+    """One measured request. Times are perf_counter ns of the client process; *_json are raw."""
+
+    run_id: str
+    seq: int  # order in which the runner issued it
+    prompt_id: str
+    workload: str
+    backend: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached_tokens: int | None
+    finish_reason: str | None
+    stream_mode: str
+    sent_unix_s: float
+    sent_ns: int
+    first_token_ns: int | None
+    last_token_ns: int | None
+    end_ns: int
+    chunk_ns: list[int] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+    prompt_text: str | None = None
+    output_text: str = ""
+    output_ids: list[int] = field(default_factory=list)
+    sampling_json: str = "{}"
+    item_json: str = "{}"
+    meta_info_json: str = "{}"
+
+    @classmethod
+    def build(
+        cls, *, run_id: str, seq: int, workload: str, backend: str, prompt: Prompt, result: StreamResult
+    ) -> RequestRecord:
+        return cls(
+            run_id=run_id,
+            seq=seq,
+            prompt_id=prompt.prompt_id,
+            workload=workload,
+            backend=backend,
+            prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens,
+            cached_tokens=result.cached_tokens,
+            finish_reason=result.finish_reason,
+            stream_mode=result.stream_mode,
+            sent_unix_s=result.sent_unix_s,
+            sent_ns=result.sent_ns,
+            first_token_ns=result.first_token_ns,
+            last_token_ns=result.last_token_ns,
+            end_ns=result.end_ns,
+            chunk_ns=result.chunk_ns,
+            chunk_tokens=result.chunk_tokens,
+            prompt_text=prompt.text,
+            output_text=result.text,
+            output_ids=result.output_ids,
+            sampling_json=json.dumps(prompt.sampling.to_dict(), sort_keys=True),
+            item_json=json.dumps(prompt.item, sort_keys=True),
+            meta_info_json=json.dumps(result.meta, sort_keys=True),
+        )
+
+
+COLUMNS = list(RequestRecord.__dataclass_fields__)
+
+
+class RecordWriter:
+    """Appends records to the run's JSONL file, durably, one line per finished request."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / JSONL_NAME
+        self._file = self.path.open("a", encoding="utf-8")
+        self.count = 0
+
+    def append(self, record: RequestRecord) -> None:
+        self._file.write(json.dumps(asdict(record)) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self.count += 1
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_jsonl(path: Path) -> pd.DataFrame:
+    """Rows of a JSONL record file. A torn last line (crash mid-write) is dropped, anything else fails."""
+    rows: list[dict[str, Any]] = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, start=1):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            if number == len(lines):
+                break  # the write in flight when the process died
+            raise SparkbenchError(f"{path}: line {number} is not valid JSON; the file is corrupt") from exc
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def write_parquet(run_dir: Path) -> Path:
+    """Write the JSONL records of a run as Parquet (one row per request) and return its path."""
+    frame = read_jsonl(run_dir / JSONL_NAME)
+    for column in ("prompt_tokens", "completion_tokens", "cached_tokens", "first_token_ns", "last_token_ns"):
+        frame[column] = frame[column].astype("Int64")
+    out = run_dir / PARQUET_NAME
+    frame.to_parquet(out, index=False)
+    return out
+
+
+def load_requests(run_dir: Path) -> pd.DataFrame:
+    """The per-request table of a run: Parquet when the run finished writing it, else the JSONL."""
+    parquet, jsonl = run_dir / PARQUET_NAME, run_dir / JSONL_NAME
+    if parquet.exists():
+        try:
+            return pd.read_parquet(parquet)
+        except Exception as exc:  # pyarrow raises several unrelated types for a damaged file
+            raise SparkbenchError(f"{parquet}: cannot be read as Parquet ({type(exc).__name__}); "
+                                  f"the JSONL beside it still holds the records") from exc
+    if jsonl.exists():
+        return read_jsonl(jsonl)
+    raise SparkbenchError(f"{run_dir}: no {PARQUET_NAME} or {JSONL_NAME}; is this a run directory?")

@@ -1,0 +1,104 @@
+"""The run directory `results/<run_id>/` and its `manifest.json`: provenance for every result.
+
+The manifest is written when the run starts (status `running`) and rewritten when it ends
+(`complete`, `interrupted` or `failed`), so even a killed harness leaves a manifest behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.errors import SparkbenchError
+
+MANIFEST_NAME = "manifest.json"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def new_run_id(workload: str) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{workload}-{os.getpid()}"
+
+
+def git_commit() -> dict[str, Any]:
+    """The harness's own commit and whether its tree had local changes (None outside a clone)."""
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(dirty) if dirty is not None else None}
+
+
+def host_facts() -> dict[str, Any]:
+    memory_gib = None
+    try:
+        pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+        memory_gib = round(pages * page_size / 2**30, 1)
+    except (ValueError, OSError):
+        pass
+    return {
+        "hostname": socket.gethostname(), "platform": platform.platform(), "machine": platform.machine(),
+        "python": sys.version.split()[0], "cpu_count": os.cpu_count(), "memory_gib": memory_gib,
+    }
+
+
+@dataclass
+class RunDir:
+    path: Path
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def create(cls, results_root: Path, run_id: str, manifest: dict[str, Any]) -> RunDir:
+        path = results_root / run_id
+        try:
+            path.mkdir(parents=True, exist_ok=False)
+        except FileExistsError as exc:
+            raise SparkbenchError(f"run directory {path} already exists") from exc
+        except OSError as exc:
+            raise SparkbenchError(f"cannot create run directory {path}: {exc.strerror}") from exc
+        base = {"run_id": run_id, "sparkbench_version": __version__, "git": git_commit(),
+                "command_line": sys.argv, "host": host_facts(), "started_at": utc_now(),
+                "ended_at": None, "status": "running"}
+        run = cls(path, {**base, **manifest})
+        run.save()
+        return run
+
+    def update(self, **fields: Any) -> None:
+        self.manifest.update(fields)
+        self.save()
+
+    def finish(self, status: str, **fields: Any) -> None:
+        self.update(status=status, ended_at=utc_now(), **fields)
+
+    def save(self) -> None:
+        tmp = self.path / (MANIFEST_NAME + ".tmp")
+        tmp.write_text(json.dumps(self.manifest, indent=2, sort_keys=True, default=str), encoding="utf-8")
+        tmp.replace(self.path / MANIFEST_NAME)  # atomic: a reader never sees half a manifest
+
+
+def load_manifest(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / MANIFEST_NAME
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise SparkbenchError(f"{run_dir}: no {MANIFEST_NAME}; is this a run directory?") from exc
+    except json.JSONDecodeError as exc:
+        raise SparkbenchError(f"{path}: not valid JSON (line {exc.lineno}); the file is corrupt") from exc

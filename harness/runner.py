@@ -1,0 +1,145 @@
+"""Drive a workload through a backend: warm-up, then every prompt, each record on disk at once.
+
+The runner owns ordering, concurrency and durability; it computes no metric (the progress bar's
+tokens/s is for the operator's eyes only and is not stored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+from tqdm import tqdm
+
+from harness.client.base import MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult
+from harness.errors import SparkbenchError
+from harness.records import RecordWriter, RequestRecord, write_parquet
+from harness.rundir import RunDir
+from harness.spec import Prompt
+from workloads import Workload
+
+
+class Backend(Protocol):
+    name: str
+
+    async def send(self, http: httpx.AsyncClient, base_url: str, prompt: Prompt) -> StreamResult: ...
+
+    def snapshot(self, http: httpx.Client, base_url: str) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    base_url: str
+    warmup: int = 1
+    concurrency: int = 1
+    request_timeout_s: float = 900.0
+    show_progress: bool = True
+
+
+class RunAborted(SparkbenchError):
+    """The run stopped early; the records finished before that are on disk."""
+
+    exit_code = 1
+
+
+def snapshot_server(backend: Backend, base_url: str) -> dict[str, Any]:
+    """Ask the server for its facts; an unreachable server is a one-line error before anything is created."""
+    try:
+        with httpx.Client(timeout=httpx.Timeout(30.0, connect=5.0)) as http:
+            return backend.snapshot(http, base_url)
+    except httpx.HTTPError as exc:
+        raise ServerUnreachable(f"cannot reach {base_url} ({type(exc).__name__}: {exc})") from exc
+
+
+class _Progress:
+    """Progress bar with ETA and live output tokens/s (display only)."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.bar = tqdm(total=total, unit="req", disable=not enabled, file=sys.stderr, dynamic_ncols=True)
+        self.started = time.perf_counter()
+        self.tokens = 0
+
+    def advance(self, result: StreamResult) -> None:
+        self.tokens += result.completion_tokens or 0
+        elapsed = time.perf_counter() - self.started
+        self.bar.set_postfix_str(f"{self.tokens / elapsed:.1f} tok/s", refresh=False)
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+async def _warm_up(http: httpx.AsyncClient, backend: Backend, options: RunOptions, prompts: list[Prompt]) -> None:
+    for prompt in prompts:
+        await backend.send(http, options.base_url, prompt)
+
+
+async def _measure(http, backend, options, prompts, run: RunDir, writer: RecordWriter, progress) -> None:
+    queue: asyncio.Queue[tuple[int, Prompt]] = asyncio.Queue()
+    for seq, prompt in enumerate(prompts):
+        queue.put_nowait((seq, prompt))
+    workload = run.manifest["workload"]["name"]
+
+    async def worker() -> None:
+        while not queue.empty():
+            seq, prompt = queue.get_nowait()
+            result = await backend.send(http, options.base_url, prompt)
+            writer.append(RequestRecord.build(run_id=run.manifest["run_id"], seq=seq, workload=workload,
+                                              backend=backend.name, prompt=prompt, result=result))
+            progress.advance(result)
+
+    async with asyncio.TaskGroup() as group:  # one failure cancels the requests in flight
+        for _ in range(min(options.concurrency, len(prompts))):
+            group.create_task(worker())
+
+
+async def _drive(backend, options, warmups, prompts, run: RunDir, writer, progress) -> None:
+    timeout = httpx.Timeout(options.request_timeout_s, connect=10.0)
+    limits = httpx.Limits(max_connections=options.concurrency, max_keepalive_connections=options.concurrency)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits) as http:
+        await _warm_up(http, backend, options, warmups)
+        await _measure(http, backend, options, prompts, run, writer, progress)
+
+
+def _first_cause(exc: BaseException) -> BaseException:
+    """TaskGroup wraps worker errors in an ExceptionGroup: report the first real one."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
+def execute(backend: Backend, options: RunOptions, workload: Workload, run: RunDir) -> None:
+    """Run warm-up and workload; always finalize the run directory, whatever stops it."""
+    prompts, warmups = workload.prompts(), workload.warmup_prompts(options.warmup)
+    writer = RecordWriter(run.path)
+    progress = _Progress(len(prompts), options.show_progress)
+    status, error = "complete", None
+    try:
+        asyncio.run(_drive(backend, options, warmups, prompts, run, writer, progress))
+    except KeyboardInterrupt:
+        status, error = "interrupted", "stopped by Ctrl-C"
+    except BaseException as exc:  # noqa: BLE001 - every cause is classified below
+        cause = _first_cause(exc)
+        if isinstance(cause, ServerUnreachable):
+            status, error = "interrupted", str(cause)
+        elif isinstance(cause, (ServerHTTPError, MalformedStream)):
+            status, error = "failed", str(cause)
+        else:
+            status, error = "failed", f"{type(cause).__name__}: {cause}"
+            _finalize(run, writer, progress, status, error)
+            raise
+    _finalize(run, writer, progress, status, error)
+    if status != "complete":
+        raise RunAborted(f"run {status} after {writer.count} of {progress.bar.total} requests ({error}); "
+                         f"finished requests are in {run.path}")
+
+
+def _finalize(run: RunDir, writer: RecordWriter, progress: _Progress, status: str, error: str | None) -> None:
+    progress.close()
+    writer.close()
+    write_parquet(run.path)
+    run.finish(status, error=error, requests_recorded=writer.count)

@@ -1,0 +1,47 @@
+"""What a workload asks a server to do: the prompt and its sampling parameters.
+
+Workloads build these; clients translate them into each engine's request body. Nothing here
+knows about HTTP or timing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Engine-neutral sampling parameters, always sent explicitly (never left to server defaults)."""
+
+    max_new_tokens: int
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = -1  # -1: no top-k truncation (the convention of both SGLang and vLLM)
+    ignore_eos: bool = False
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["stop"] = list(self.stop)
+        return d
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One request of a workload: token ids or text, plus workload facts kept with its record.
+
+    `item` holds what later stages need to interpret the answer (a GSM8K gold answer, say);
+    it travels into the request's record untouched.
+    """
+
+    prompt_id: str
+    sampling: SamplingParams
+    input_ids: tuple[int, ...] | None = None
+    text: str | None = None
+    item: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if (self.input_ids is None) == (self.text is None):
+            raise ValueError(f"prompt {self.prompt_id}: give exactly one of input_ids or text")

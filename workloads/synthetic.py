@@ -1,0 +1,91 @@
+"""Synthetic decode workload: random-token prompts of exact length, fixed output length, greedy.
+
+The published shape is 32,768 input tokens and 2,048 output tokens with `ignore_eos`, so every
+request decodes exactly as many tokens as asked. The prompt body is drawn from the model's
+ordinary (non-special) ids with `seed`; the FIRST token of every prompt is distinct, drawn with
+`salt`, so no prompt shares a prefix with another, with the warm-up prompts, or (with a fresh salt)
+with an earlier run on a warm server: the prefix cache cannot serve any of them.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from harness.spec import Prompt, SamplingParams
+from workloads.vocab import Vocabulary, load_vocabulary
+
+PUBLISHED_INPUT_TOKENS = 32_768
+PUBLISHED_OUTPUT_TOKENS = 2_048
+
+
+@dataclass
+class SyntheticWorkload:
+    vocabulary: Vocabulary
+    num_prompts: int
+    input_tokens: int = PUBLISHED_INPUT_TOKENS
+    output_tokens: int = PUBLISHED_OUTPUT_TOKENS
+    seed: int = 0
+    salt: int = 0
+    name: str = "synthetic"
+
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(max_new_tokens=self.output_tokens, temperature=0.0, top_p=1.0,
+                              top_k=-1, ignore_eos=True)
+
+    def _first_tokens(self, total: int) -> list[int]:
+        ids = self.vocabulary.ordinary_ids()
+        if total > len(ids):
+            raise ValueError(f"{total} prompts need {total} distinct first tokens; the vocabulary has {len(ids)}")
+        # One fixed permutation, cut to length: the first k tokens never depend on `total`, so the
+        # warm-up draw (taken after the measured ones) cannot repeat a measured first token.
+        order = np.random.default_rng([self.salt, 1]).permutation(ids)
+        return [int(i) for i in order[:total]]
+
+    def _body(self, index: int) -> list[int]:
+        ids = np.asarray(self.vocabulary.ordinary_ids())
+        rng = np.random.default_rng([self.seed, index])
+        return [int(i) for i in rng.choice(ids, size=self.input_tokens - 1, replace=True)]
+
+    def _build(self, first_tokens: list[int], bodies: range, label: str) -> list[Prompt]:
+        return [
+            Prompt(prompt_id=f"{label}{body}", sampling=self.sampling(),
+                   input_ids=tuple([first, *self._body(body)]), item={"body_index": body})
+            for first, body in zip(first_tokens, bodies)
+        ]
+
+    def prompts(self) -> list[Prompt]:
+        first = self._first_tokens(self.num_prompts)
+        return self._build(first, range(self.num_prompts), "syn-")
+
+    def warmup_prompts(self, count: int) -> list[Prompt]:
+        # Warm-up first tokens come after the measured ones in the same draw: never shared.
+        first = self._first_tokens(self.num_prompts + count)[self.num_prompts:]
+        return self._build(first, range(10_000_000, 10_000_000 + count), "warmup-")
+
+    def spec(self) -> dict:
+        return {
+            "name": self.name, "num_prompts": self.num_prompts, "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens, "seed": self.seed, "salt": self.salt,
+            "vocabulary_size": self.vocabulary.size, "special_ids_excluded": len(self.vocabulary.special_ids),
+            "sampling": self.sampling().to_dict(),
+            "requires_uncached_prompts": True,  # the whole 32K prefill must be measured
+        }
+
+
+def make_synthetic(*, num_prompts: int, input_tokens: int, output_tokens: int, seed: int,
+                   salt: int | None, tokenizer: Path | None):
+    """A factory the runner calls with the server's snapshot, which names the tokenizer to read."""
+
+    def build(snapshot: dict) -> SyntheticWorkload:
+        folder = tokenizer or snapshot.get("server_info", {}).get("tokenizer_path") or ""
+        return SyntheticWorkload(
+            vocabulary=load_vocabulary(folder), num_prompts=num_prompts, input_tokens=input_tokens,
+            output_tokens=output_tokens, seed=seed,
+            salt=salt if salt is not None else secrets.randbelow(2**31),
+        )
+
+    return build
