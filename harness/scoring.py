@@ -1,0 +1,159 @@
+"""GSM8K answer extraction and accuracy with confidence intervals.
+
+Two extractions, after lm-evaluation-harness's strict-match and flexible-extract, with these
+deliberate differences:
+- strict takes the number after the LAST `####` marker, not the first: reasoning models often
+  recite the few-shot examples (each ending `#### N`) before answering. It also accepts `####18`
+  and `#### $18`.
+- flexible (the last number anywhere in the text) never returns a match without a digit (a bare
+  `...` or `$` is no answer). As in the reference a `-` right before a digit is a sign: "15-5" is -5.
+- both sides are normalized (no `,` `$` or trailing `.`) and compared as decimals, so "18" equals
+  "18.00" where an exact string match would call it wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from decimal import Decimal, InvalidOperation
+from statistics import NormalDist
+
+import pandas as pd
+
+from harness.errors import SparkbenchError
+
+# `####`, optional spaces, then a number holding at least one digit; `$` may sit either side of `-`.
+STRICT_ANSWER = re.compile(r"####[ \t]*(\$?-?\$?[0-9.,]*[0-9][0-9.,]*)")
+# Optional sign and `$`, then digits with separators and decimals, or a bare `.5`.
+FLEXIBLE_NUMBER = re.compile(r"-?\$?(?:[0-9][0-9,]*(?:\.[0-9]+)?|\.[0-9]+)")
+# A maximal run of the characters FLEXIBLE_NUMBER is made of, holding at least one digit.
+NUMBER_RUN = re.compile(r"[-$.,0-9]*[0-9][-$.,0-9]*")
+
+SCORED_COLUMNS = [
+    "prompt_id", "question_index", "gold", "pred_strict", "pred_flexible",
+    "correct_strict", "correct_flexible", "no_answer_strict", "no_answer_flexible",
+]
+
+
+def normalize_number(text: str | None) -> str | None:
+    """Drop whitespace, `,` (thousands), `$` and one trailing `.`; None when no digit is left."""
+    if text is None:
+        return None
+    cleaned = text.strip().replace(",", "").replace("$", "").removesuffix(".")
+    return cleaned if any(ch.isdigit() for ch in cleaned) else None
+
+
+def extract_strict(text: str) -> str | None:
+    """Normalized number after the last `####` in `text`, or None."""
+    matches = STRICT_ANSWER.findall(text or "")
+    return normalize_number(matches[-1]) if matches else None
+
+
+def last_number_run(text: str) -> str | None:
+    """The last run of number characters that holds a digit, or None.
+
+    Searched in the reversed text, so the cost is the distance from the end rather than the length
+    of a 32K-token answer (Python's re cannot search backwards). Every number lies inside one such
+    run, so the last number of the text is the last number of this run.
+    """
+    run = NUMBER_RUN.search(text[::-1])
+    return run.group()[::-1] if run else None
+
+
+def extract_flexible(text: str) -> str | None:
+    """Normalized last number in `text`, or None."""
+    run = last_number_run(text or "")
+    return normalize_number(FLEXIBLE_NUMBER.findall(run)[-1]) if run else None
+
+
+def answers_match(pred: str | None, gold: str | None) -> bool:
+    """Equal as decimals after normalization ("18" == "18.00" == "$18."); else equal as strings."""
+    pred, gold = normalize_number(pred), normalize_number(gold)
+    if pred is None or gold is None:
+        return False
+    try:
+        return Decimal(pred) == Decimal(gold)
+    except InvalidOperation:  # "1.2.3" is no decimal: only an identical string matches it
+        return pred == gold
+
+
+def _question_index(prompt_id: str, item: dict) -> int:
+    """The test index from the item, or from a `gsm8k-{index}` prompt id when the item lacks it."""
+    if "question_index" in item:
+        return int(item["question_index"])
+    return int(str(prompt_id).rsplit("-", 1)[-1])
+
+
+def score_table(requests: pd.DataFrame) -> pd.DataFrame:
+    """Score one GSM8K run: one row per question, sorted by question index.
+
+    Input columns: `prompt_id`, `output_text`, `item_json` (JSON holding "gold"). Output columns:
+    SCORED_COLUMNS; `gold` and the predictions are normalized strings (predictions None when absent).
+    """
+    if requests["prompt_id"].duplicated().any():
+        raise SparkbenchError("GSM8K scoring needs one request per question; found repeated prompt ids")
+    items = [json.loads(raw) for raw in requests["item_json"]]
+    outputs = requests["output_text"].fillna("").astype(str).tolist()
+    gold = [normalize_number(item["gold"]) for item in items]
+    scored = pd.DataFrame({
+        "prompt_id": requests["prompt_id"].to_numpy(),
+        "question_index": [_question_index(pid, item) for pid, item in zip(requests["prompt_id"], items)],
+        "gold": pd.Series(gold, dtype=object),
+    })
+    for kind, extract in (("strict", extract_strict), ("flexible", extract_flexible)):
+        preds = [extract(text) for text in outputs]
+        # object dtype keeps a missing prediction as None rather than a float NaN
+        scored[f"pred_{kind}"] = pd.Series(preds, dtype=object)
+        scored[f"correct_{kind}"] = [answers_match(p, g) for p, g in zip(preds, gold)]
+        scored[f"no_answer_{kind}"] = [p is None for p in preds]
+    return scored[SCORED_COLUMNS].sort_values("question_index", ignore_index=True)
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion p = successes / n.
+
+        z = Phi^-1((1 + confidence) / 2)            (1.95996... for 95%)
+        center = (p + z^2 / (2n)) / (1 + z^2 / n)
+        half   = z / (1 + z^2 / n) * sqrt(p (1 - p) / n + z^2 / (4 n^2))
+        interval = [center - half, center + half]
+
+    Unlike the normal approximation it stays inside [0, 1] and is not degenerate at p = 0 or 1.
+    Returns (nan, nan) when n == 0.
+    """
+    if n == 0:
+        return math.nan, math.nan
+    z = NormalDist().inv_cdf((1 + confidence) / 2)
+    p = successes / n
+    denominator = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denominator
+    half = z / denominator * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    # Clamp only float rounding (p = 0 or 1 give a bound of 0 or 1 up to an ulp).
+    return max(0.0, center - half), min(1.0, center + half)
+
+
+def _proportion_rows(metric: str, flags: pd.Series) -> list[dict]:
+    n = int(len(flags))
+    successes = int(flags.sum())
+    low, high = wilson_interval(successes, n)
+    mean = successes / n if n else math.nan
+    return [
+        {"metric": metric, "stat": "mean", "value": mean, "unit": "fraction"},
+        {"metric": metric, "stat": "ci95_low", "value": low, "unit": "fraction"},
+        {"metric": metric, "stat": "ci95_high", "value": high, "unit": "fraction"},
+        {"metric": metric, "stat": "n", "value": float(n), "unit": "count"},
+    ]
+
+
+def accuracy_summary(scored: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy and invalid (no-answer) rate, strict and flexible, each with a 95% Wilson interval.
+
+    Long form: columns metric, stat, value, unit; metrics `gsm8k_accuracy_{strict,flexible}` and
+    `gsm8k_invalid_rate_{strict,flexible}`; stats mean, ci95_low, ci95_high (unit "fraction") and
+    n (unit "count").
+    """
+    rows: list[dict] = []
+    for kind in ("strict", "flexible"):
+        rows += _proportion_rows(f"gsm8k_accuracy_{kind}", scored[f"correct_{kind}"])
+        rows += _proportion_rows(f"gsm8k_invalid_rate_{kind}", scored[f"no_answer_{kind}"])
+    return pd.DataFrame(rows, columns=["metric", "stat", "value", "unit"])
