@@ -83,3 +83,7 @@ def main() -> None:
     except SparkbenchError as exc:
         print(f"sparkbench: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -131,7 +131,7 @@ def execute(backend: Backend, options: RunOptions, workload: Workload, run: RunD
         else:
             status, error = "failed", f"{type(cause).__name__}: {cause}"
             _finalize(run, writer, progress, status, error)
-            raise
+            raise cause from None  # a bug in the harness: surface it, not the TaskGroup wrapper
     _finalize(run, writer, progress, status, error)
     if status != "complete":
         raise RunAborted(f"run {status} after {writer.count} of {progress.bar.total} requests ({error}); "

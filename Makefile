@@ -1,0 +1,49 @@
+# sparkbench: `make help` lists the targets. SERVER=URL points a benchmark at a running server;
+# without it the embedded CPU test bed (local SGLang, tiny random model) runs at reduced scale.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+SERVER ?=
+ARGS ?=
+SERVER_FLAG := $(if $(SERVER),--server $(SERVER),)
+# The embedded default needs the SGLang environment and the tiny model; an attached server does not.
+EMBEDDED_DEPS := $(if $(SERVER),,env-sglang model)
+
+.PHONY: help setup env-sglang env-vllm model testbed bench-synthetic bench-gsm8k test test-unit test-e2e clean
+
+help: ## List the targets
+	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+$(BIN)/sparkbench: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+setup: $(BIN)/sparkbench ## Create .venv with the harness and its test tools
+
+env-sglang: setup ## Install the pinned SGLang server environment (cached outside the clone)
+	$(BIN)/python -m harness.testbed.envs env sglang
+
+env-vllm: setup ## Install the pinned vLLM CPU server environment (cached outside the clone)
+	$(BIN)/python -m harness.testbed.envs env vllm
+
+model: env-sglang ## Build the test bed's tiny model once (cached outside the clone)
+	$(BIN)/python -m harness.testbed.envs model
+
+testbed: env-sglang env-vllm model ## Everything the end-to-end tests need
+
+bench-synthetic: setup $(EMBEDDED_DEPS) ## Synthetic 32K/2K greedy run (SERVER=URL), else the reduced embedded run
+	$(BIN)/sparkbench run synthetic $(SERVER_FLAG) $(ARGS)
+
+bench-gsm8k: setup $(EMBEDDED_DEPS) ## All 1,319 GSM8K questions (SERVER=URL), else a reduced embedded run
+	$(BIN)/sparkbench run gsm8k $(SERVER_FLAG) $(ARGS)
+
+test: setup testbed ## Unit tests and end-to-end tests against real SGLang and vLLM servers
+	$(BIN)/python -m pytest
+
+test-unit: setup ## Unit tests only (no servers)
+	$(BIN)/python -m pytest tests/unit
+
+clean: ## Remove the harness virtualenv (server environments stay cached)
+	rm -rf $(VENV)

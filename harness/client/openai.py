@@ -1,0 +1,230 @@
+"""Client for OpenAI-compatible streaming endpoints, `/v1/completions` and `/v1/chat/completions`.
+
+Written against vLLM, and usable with any server that speaks the protocol (SGLang serves it too).
+The stream is deltas: each `data:` chunk carries the new text of `choices[0]`, then a last chunk
+with empty `choices` carries `usage`, then `data: [DONE]`. The request asks for usage on every
+chunk (`continuous_usage_stats`), so each chunk says how many tokens the server has produced so far;
+that count, never the number of chunks, stamps the arrivals. Under speculative decoding one chunk
+carries several tokens, and a chunk can have empty text while tokens arrived (the server holds back
+a partial UTF-8 character), which is why text cannot stand in for the count.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from harness.client.base import MalformedStream, ServerHTTPError, StreamResult
+from harness.client.prometheus import SPEC_COUNTER_PREFIX, parse_metrics, scrape
+from harness.client.sse import DONE, post_sse
+from harness.errors import SparkbenchError
+from harness.spec import Prompt, SamplingParams
+
+COMPLETIONS = "/v1/completions"
+CHAT = "/v1/chat/completions"
+# Marks a result whose chunk_tokens were counted one per text-bearing chunk, because the server
+# sent no running usage; readers must not take those counts as the server's.
+ASSUMED_ONE_PER_CHUNK = "assumed_one_per_chunk"
+
+
+class NotOpenAIServer(ServerHTTPError):
+    """The server does not speak the OpenAI API (missing routes, or answers that are not JSON)."""
+
+
+def not_openai(base_url: str, why: str) -> NotOpenAIServer:
+    return NotOpenAIServer(f"{base_url} does not serve the OpenAI API ({why}); try --backend sglang")
+
+
+def sampling_fields(s: SamplingParams) -> dict[str, Any]:
+    """OpenAI request fields, every one explicit (top_k and ignore_eos are vLLM/SGLang extensions)."""
+    fields: dict[str, Any] = {
+        "temperature": s.temperature,
+        "top_p": s.top_p,
+        "top_k": s.top_k,
+        "max_tokens": s.max_new_tokens,
+        "ignore_eos": s.ignore_eos,
+        "stop": list(s.stop),
+    }
+    if s.seed is not None:
+        fields["seed"] = s.seed
+    return fields
+
+
+def chat_messages(prompt: Prompt) -> list[dict[str, Any]]:
+    """The workload's own messages, else the prompt text as one user message."""
+    messages = prompt.item.get("chat_messages")
+    if messages:
+        return list(messages)
+    if prompt.text is None:
+        raise SparkbenchError(f"prompt {prompt.prompt_id}: chat requests need text or chat_messages, "
+                              "not token ids")
+    return [{"role": "user", "content": prompt.text}]
+
+
+def request_body(prompt: Prompt, model: str, chat: bool) -> dict[str, Any]:
+    """The streaming request for one prompt; token ids go as `prompt: [ids]` (completions only)."""
+    body: dict[str, Any] = {
+        "model": model,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        **sampling_fields(prompt.sampling),
+    }
+    if chat:
+        body["messages"] = chat_messages(prompt)
+    elif prompt.input_ids is not None:
+        body["prompt"] = list(prompt.input_ids)
+    else:
+        body["prompt"] = prompt.text
+    return body
+
+
+def _raise_if_error(chunk: dict[str, Any]) -> None:
+    """vLLM reports a failure after the 200 status as `{"error": {...}}` (older: `"object": "error"`)."""
+    if "error" in chunk or chunk.get("object") == "error":
+        detail = chunk.get("error", chunk)
+        message = detail.get("message", detail) if isinstance(detail, dict) else detail
+        raise ServerHTTPError(f"server reported an error mid-stream: {str(message)[:300]}")
+
+
+def _choice_text(choice: dict[str, Any]) -> str:
+    """New text of one choice: `text` for completions, `delta.content` for chat."""
+    if "delta" in choice:
+        return (choice["delta"] or {}).get("content") or ""
+    return choice.get("text") or ""
+
+
+def _token_count(result: StreamResult, usage: dict[str, Any] | None, text: str) -> int:
+    """The server's completion tokens so far; without running usage, one per text-bearing chunk."""
+    previous = result.chunk_tokens[-1] if result.chunk_tokens else 0
+    if usage is not None and usage.get("completion_tokens") is not None:
+        return usage["completion_tokens"]
+    result.meta["chunk_token_counts"] = ASSUMED_ONE_PER_CHUNK
+    return previous + 1 if text else previous
+
+
+def _absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> None:
+    """Fold one chunk into the result; stamp it if it brought tokens."""
+    _raise_if_error(chunk)
+    usage = chunk.get("usage")
+    if usage is not None:
+        result.meta["usage"] = usage  # the last one seen is the final count
+    if chunk.get("metrics") is not None:
+        result.meta["metrics"] = chunk["metrics"]
+    choices = chunk.get("choices") or []
+    if not choices:
+        return  # the closing usage chunk: it brings no tokens
+    choice = choices[0]
+    text = _choice_text(choice)
+    result.text += text
+    if choice.get("finish_reason") is not None:
+        result.finish_reason = choice["finish_reason"]
+    count = _token_count(result, usage, text)
+    if count > (result.chunk_tokens[-1] if result.chunk_tokens else 0):
+        if result.first_token_ns is None:
+            result.first_token_ns = now
+        result.last_token_ns = now
+        result.chunk_ns.append(now)
+        result.chunk_tokens.append(count)
+
+
+def _take_counts(result: StreamResult) -> None:
+    """Copy the server's own counts out of the final usage."""
+    usage = result.meta.get("usage") or {}
+    result.prompt_tokens = usage.get("prompt_tokens")
+    result.completion_tokens = usage.get("completion_tokens")
+    details = usage.get("prompt_tokens_details") or {}
+    result.cached_tokens = details.get("cached_tokens")
+
+
+def _is_missing_route(exc: ServerHTTPError, url: str) -> bool:
+    """A 404 without an OpenAI error object: the route is missing, not the model.
+
+    vLLM answers an unknown model name with 404 and `{"error": {"message": "The model ... does not
+    exist"}}`; a server without the route answers 404 with anything else (`{"detail": "Not Found"}`).
+    post_sse puts the status and the start of the body in its message, which is all there is to read.
+    """
+    message = str(exc)
+    return message.startswith(f"{url} answered HTTP 404") and '"error"' not in message
+
+
+async def stream(http: httpx.AsyncClient, base_url: str, body: dict[str, Any], path: str) -> StreamResult:
+    """Stream one request body to `path` and return the raw, time-stamped result."""
+    url = base_url + path
+    result = StreamResult(sent_unix_s=time.time(), sent_ns=time.perf_counter_ns(), stream_mode="incremental")
+    done = False
+    try:
+        async for now, payload in post_sse(http, url, body):
+            if payload is DONE:
+                done = True
+                result.end_ns = now
+                break
+            _absorb_chunk(result, payload, now)
+    except ServerHTTPError as exc:
+        if _is_missing_route(exc, url):
+            raise not_openai(base_url, f"{path} answered 404") from exc
+        raise
+    if not done:
+        raise MalformedStream(f"{url}: stream ended without [DONE]")
+    _take_counts(result)
+    return result
+
+
+def _models(resp: httpx.Response, base_url: str) -> dict[str, Any]:
+    """The `/v1/models` answer, or a one-line error saying this is not an OpenAI server."""
+    if resp.status_code == 404:
+        raise not_openai(base_url, "/v1/models answered 404")
+    if resp.status_code >= 400:
+        raise ServerHTTPError(f"{base_url}/v1/models answered HTTP {resp.status_code}")
+    try:
+        models = resp.json()
+    except ValueError as exc:
+        raise not_openai(base_url, "/v1/models did not return JSON") from exc
+    if not isinstance(models, dict) or not isinstance(models.get("data"), list):
+        raise not_openai(base_url, "/v1/models has no `data` list")
+    return models
+
+
+def first_model_id(models: dict[str, Any], base_url: str) -> str:
+    if not models["data"]:
+        raise ServerHTTPError(f"{base_url}/v1/models lists no model")
+    return models["data"][0]["id"]
+
+
+def spec_counter_names(metrics_text: str) -> list[str]:
+    """Names of the `vllm:spec_decode_*_total` counters in a `/metrics` text (none without speculation)."""
+    return sorted({name for name, _ in parse_metrics(metrics_text)
+                   if name.startswith(SPEC_COUNTER_PREFIX) and name.endswith("_total")})
+
+
+class OpenAIBackend:
+    """The OpenAI API: `/v1/completions` (or chat) for requests, `/v1/models`, `/version`, `/metrics` for facts."""
+
+    name = "openai"
+
+    def __init__(self, model: str | None = None, chat: bool = False) -> None:
+        self.model = model  # None: the first model the server lists, looked up once
+        self.chat = chat
+
+    @property
+    def path(self) -> str:
+        return CHAT if self.chat else COMPLETIONS
+
+    async def send(self, http: httpx.AsyncClient, base_url: str, prompt: Prompt) -> StreamResult:
+        if self.model is None:
+            self.model = first_model_id(_models(await http.get(f"{base_url}/v1/models"), base_url), base_url)
+        return await stream(http, base_url, request_body(prompt, self.model, self.chat), self.path)
+
+    def snapshot(self, http: httpx.Client, base_url: str) -> dict[str, Any]:
+        """Served models, engine version and speculative counters on offer, for the manifest."""
+        models = _models(http.get(f"{base_url}/v1/models"), base_url)
+        if self.model is None:
+            self.model = first_model_id(models, base_url)
+        facts: dict[str, Any] = {"models": models}
+        version = http.get(f"{base_url}/version")
+        if version.status_code == 200 and "json" in version.headers.get("content-type", ""):
+            facts["version"] = version.json()
+        metrics_text = scrape(http, base_url)
+        facts["metrics_text_keys"] = spec_counter_names(metrics_text) if metrics_text is not None else []
+        return facts

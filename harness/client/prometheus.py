@@ -1,0 +1,100 @@
+"""Prometheus text from a server's `GET /metrics`, and vLLM's speculative-decoding counters in it.
+
+Counters are running totals since the server started, so a run's own numbers are the difference
+between a scrape before and a scrape after it (`counter_delta`). Nothing here is a per-request
+fact: these totals include every request the server handled in between, warm-up included.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import httpx
+
+Sample = tuple[str, frozenset[tuple[str, str]]]
+
+SPEC_COUNTER_PREFIX = "vllm:spec_decode_"
+# vLLM's counter names (with the `_total` suffix that the text exposition adds), by short name.
+VLLM_SPEC_COUNTERS = {
+    "drafts": "vllm:spec_decode_num_drafts_total",
+    "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+    "accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
+}
+
+# `name{labels} value [timestamp]`; names may hold colons (vLLM's `vllm:` prefix).
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?$")
+# One `key="value"` pair; the value may hold escaped quotes, commas and braces.
+_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+
+def _unescape(value: str) -> str:
+    return re.sub(r'\\[\\"n]', lambda m: _UNESCAPE[m.group(0)], value)
+
+
+def _labels(body: str | None) -> frozenset[tuple[str, str]]:
+    if not body:
+        return frozenset()
+    return frozenset((m.group(1), _unescape(m.group(2))) for m in _LABEL.finditer(body))
+
+
+def _value(token: str) -> float:
+    """A sample value; Prometheus spells infinities `+Inf`/`-Inf` and not-a-number `NaN`."""
+    special = {"+Inf": math.inf, "-Inf": -math.inf, "NaN": math.nan}
+    return special[token] if token in special else float(token)
+
+
+def parse_metrics(text: str) -> dict[Sample, float]:
+    """Every sample line as `{(name, frozenset of (label, value) pairs): value}`.
+
+    Comments (`# HELP`, `# TYPE`), blank lines and lines that do not parse are skipped: one odd
+    line from an exporter should not hide the counters the harness needs.
+    """
+    samples: dict[Sample, float] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        if match is None:
+            continue
+        try:
+            samples[(match.group(1), _labels(match.group(2)))] = _value(match.group(3))
+        except ValueError:
+            continue
+    return samples
+
+
+def metric_total(samples: dict[Sample, float], name: str) -> float:
+    """Sum of `name` over all its label sets (one per model, engine, ...); 0.0 when absent."""
+    return sum(value for (sample_name, _), value in samples.items() if sample_name == name)
+
+
+def spec_decode_counters(text: str) -> dict[str, float]:
+    """vLLM's speculative totals since server start: drafts, draft_tokens, accepted_tokens."""
+    samples = parse_metrics(text)
+    return {short: metric_total(samples, name) for short, name in VLLM_SPEC_COUNTERS.items()}
+
+
+def counter_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """What accumulated between two readings of the same counters."""
+    return {key: after[key] - before.get(key, 0.0) for key in after}
+
+
+def accept_length_from_counters(delta: dict[str, float]) -> float | None:
+    """Tokens per drafting step, `1 + accepted_tokens / drafts` (the bonus token counts as one).
+
+    vLLM counts only the steps that had a draft, so steps where the n-gram drafter found nothing
+    are left out. None when there were no drafts: "no drafts" is not "every draft rejected".
+    """
+    drafts = delta.get("drafts", 0.0)
+    if drafts <= 0:
+        return None
+    return 1.0 + delta.get("accepted_tokens", 0.0) / drafts
+
+
+def scrape(http: httpx.Client, base_url: str) -> str | None:
+    """The text of `GET /metrics`, or None when the server does not export metrics."""
+    resp = http.get(f"{base_url}/metrics")
+    return resp.text if resp.status_code == 200 else None

@@ -1,0 +1,49 @@
+"""Real servers for the end-to-end tier, started once per test session.
+
+Set SPARKBENCH_SGLANG_URL (with SPARKBENCH_MODEL_DIR) to reuse a running server while developing;
+CI leaves them unset, so the session starts and stops its own servers.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness.embedded import embedded_server
+from harness.testbed.envs import ensure_model
+
+pytestmark = pytest.mark.e2e
+
+
+@dataclass(frozen=True)
+class LiveServer:
+    base_url: str
+    model_dir: Path
+
+
+@pytest.fixture(scope="session")
+def sglang_server() -> Iterator[LiveServer]:
+    url = os.environ.get("SPARKBENCH_SGLANG_URL")
+    if url:
+        yield LiveServer(url, Path(os.environ.get("SPARKBENCH_MODEL_DIR", ensure_model())))
+        return
+    with embedded_server(log_name="e2e-sglang") as server:
+        yield LiveServer(server.base_url, server.model_dir)
+
+
+def sparkbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run the real command line, as a user would."""
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def only_run_dir(results: Path) -> Path:
+    runs = [p for p in results.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]

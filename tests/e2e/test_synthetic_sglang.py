@@ -1,0 +1,141 @@
+"""The synthetic workload end to end against a real SGLang server (the CPU test bed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from harness.embedded import embedded_server
+from tests.e2e.conftest import only_run_dir, sparkbench
+
+INPUT, OUTPUT, PROMPTS = 1024, 24, 3
+
+
+def _run_args(server, results) -> list[str]:
+    return ["run", "synthetic", "--server", server.base_url, "--tokenizer", str(server.model_dir),
+            "--num-prompts", str(PROMPTS), "--input-tokens", str(INPUT), "--output-tokens", str(OUTPUT),
+            "--results", str(results), "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def synthetic_run(sglang_server, tmp_path_factory):
+    results = tmp_path_factory.mktemp("results")
+    done = sparkbench(*_run_args(sglang_server, results))
+    assert done.returncode == 0, done.stderr
+    return only_run_dir(results), done
+
+
+def test_server_counts_match_the_request(synthetic_run):
+    run_dir, _ = synthetic_run
+    table = pd.read_parquet(run_dir / "requests.parquet")
+    assert len(table) == PROMPTS
+    assert (table["prompt_tokens"] == INPUT).all()
+    assert (table["completion_tokens"] == OUTPUT).all()
+    assert (table["cached_tokens"] == 0).all()
+    assert (table["finish_reason"] == "length").all()
+    assert table["prompt_id"].is_unique
+
+
+def test_timestamps_are_ordered(synthetic_run):
+    table = pd.read_parquet(synthetic_run[0] / "requests.parquet")
+    for row in table.itertuples():
+        assert row.sent_ns < row.first_token_ns <= row.last_token_ns <= row.end_ns
+        assert list(row.chunk_ns) == sorted(row.chunk_ns)
+        assert row.chunk_tokens[-1] == OUTPUT
+        assert len(row.output_ids) == OUTPUT
+
+
+def test_manifest_holds_provenance_and_server_snapshot(synthetic_run):
+    manifest = json.loads((synthetic_run[0] / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    assert manifest["requests_recorded"] == PROMPTS
+    assert manifest["server"]["server_info"]["version"] == "0.5.23"
+    assert "model_path" in manifest["server"]["model_info"]
+    assert manifest["stream_mode"] == "cumulative"  # SGLang's default stream
+    assert manifest["workload"]["input_tokens"] == INPUT and "salt" in manifest["workload"]
+    assert manifest["sampling"]["temperature"] == 0.0 and manifest["sampling"]["ignore_eos"] is True
+    assert manifest["prefix_cache_hits"] == 0
+    assert set(manifest["host"]) >= {"hostname", "python", "cpu_count"}
+    assert manifest["git"]["commit"] is None or len(manifest["git"]["commit"]) == 40
+
+
+def test_summary_is_printed(synthetic_run):
+    _, done = synthetic_run
+    for metric in ("ttft_ms", "tpot_ms", "e2e_ms", "decode_throughput_aggregate"):
+        assert metric in done.stdout
+
+
+def test_unreachable_server_is_one_line_and_exit_2(tmp_path):
+    done = sparkbench("run", "synthetic", "--server", "http://127.0.0.1:9", "--results", str(tmp_path))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sparkbench: cannot reach http://127.0.0.1:9")
+    assert not any(tmp_path.iterdir())
+
+
+def _wait_for_records(run_parent, count: int, timeout_s: float = 300) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        files = list(run_parent.glob("*/requests.jsonl"))
+        if files and len(files[0].read_text().splitlines()) >= count:
+            return
+        time.sleep(0.2)
+    raise AssertionError("records did not appear")
+
+
+def _start_long_run(server, results, prompts: int = 40) -> subprocess.Popen:
+    args = _run_args(server, results)
+    args[args.index("--num-prompts") + 1] = str(prompts)
+    args[args.index("--output-tokens") + 1] = "64"
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _assert_interrupted_with_records(results) -> None:
+    run_dir = only_run_dir(results)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    table = pd.read_parquet(run_dir / "requests.parquet")
+    assert manifest["status"] == "interrupted"
+    assert manifest["requests_recorded"] == len(table) >= 2
+    assert (table["completion_tokens"] == 64).all()
+
+
+def test_ctrl_c_keeps_finished_requests(sglang_server, tmp_path):
+    proc = _start_long_run(sglang_server, tmp_path)
+    _wait_for_records(tmp_path, 2)
+    proc.send_signal(2)  # SIGINT, as Ctrl-C
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 1, stderr
+    assert "interrupted" in stderr.strip().splitlines()[-1]
+    _assert_interrupted_with_records(tmp_path)
+
+
+def test_server_killed_mid_run_marks_run_interrupted(tmp_path):
+    with embedded_server(log_name="e2e-killed") as server:
+        proc = _start_long_run(server, tmp_path)
+        _wait_for_records(tmp_path, 2)
+    # Leaving the block killed the server's whole process group while requests were running.
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("sparkbench: run interrupted after") and "stopped answering" in last
+    _assert_interrupted_with_records(tmp_path)
+
+
+def test_embedded_default_runs_labelled_and_leaves_no_server(tmp_path):
+    done = sparkbench("run", "synthetic", "--num-prompts", "2", "--input-tokens", "256", "--output-tokens", "8",
+                      "--results", str(tmp_path), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    run_dir = only_run_dir(tmp_path)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["scale"].startswith("REDUCED SCALE")
+    assert "REDUCED SCALE" in done.stdout and "REDUCED SCALE" in done.stderr
+    assert (run_dir / "server.log").stat().st_size > 0
+    port = manifest["server_url"].rsplit(":", 1)[1]
+    leftover = subprocess.run(["pgrep", "-f", f"--port {port}"], capture_output=True, text=True)
+    assert leftover.stdout.strip() == ""

@@ -1,0 +1,107 @@
+"""The runner with a scripted backend: warm-up not recorded, durability, how each stop is classified."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.client.base import MalformedStream, ServerUnreachable, StreamResult
+from harness.records import load_requests
+from harness.rundir import RunDir
+from harness.runner import RunAborted, RunOptions, execute
+from harness.spec import Prompt, SamplingParams
+
+
+class ScriptedBackend:
+    """Answers each prompt with a fixed result, or raises what the script says for that prompt."""
+
+    name = "sglang"
+
+    def __init__(self, failures: dict[str, BaseException] | None = None) -> None:
+        self.failures = failures or {}
+        self.sent: list[str] = []
+
+    async def send(self, http, base_url, prompt):
+        self.sent.append(prompt.prompt_id)
+        if prompt.prompt_id in self.failures:
+            raise self.failures[prompt.prompt_id]
+        return StreamResult(sent_unix_s=0.0, sent_ns=1, end_ns=4, first_token_ns=2, last_token_ns=3,
+                            chunk_ns=[2, 3], chunk_tokens=[1, 2], completion_tokens=2, prompt_tokens=3,
+                            cached_tokens=0, finish_reason="length")
+
+    def snapshot(self, http, base_url):
+        return {}
+
+
+class ListWorkload:
+    name = "list"
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def _prompts(self, label, count):
+        return [Prompt(f"{label}{i}", SamplingParams(max_new_tokens=2), input_ids=(1, 2, 3)) for i in range(count)]
+
+    def prompts(self):
+        return self._prompts("p", self.count)
+
+    def warmup_prompts(self, count):
+        return self._prompts("w", count)
+
+    def spec(self):
+        return {"name": self.name}
+
+
+def _run(tmp_path, backend, count=5, concurrency=1):
+    run = RunDir.create(tmp_path, "run", {"workload": {"name": "list"}})
+    options = RunOptions(base_url="http://x", warmup=2, concurrency=concurrency, show_progress=False)
+    return run, lambda: execute(backend, options, ListWorkload(count), run)
+
+
+def _manifest(tmp_path):
+    return json.loads((tmp_path / "run" / "manifest.json").read_text())
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_complete_run_records_measured_prompts_only(tmp_path, concurrency):
+    backend = ScriptedBackend()
+    run, go = _run(tmp_path, backend, concurrency=concurrency)
+    go()
+    assert backend.sent[:2] == ["w0", "w1"]
+    table = load_requests(run.path)
+    assert sorted(table["prompt_id"]) == ["p0", "p1", "p2", "p3", "p4"]
+    assert (run.path / "requests.parquet").exists()
+    assert _manifest(tmp_path)["status"] == "complete"
+
+
+def test_server_gone_mid_run_is_interrupted_with_finished_records(tmp_path):
+    run, go = _run(tmp_path, ScriptedBackend({"p3": ServerUnreachable("http://x stopped answering")}))
+    with pytest.raises(RunAborted, match=r"run interrupted after 3 of 5 requests \(http://x stopped answering\)"):
+        go()
+    assert load_requests(run.path)["prompt_id"].tolist() == ["p0", "p1", "p2"]
+    manifest = _manifest(tmp_path)
+    assert manifest["status"] == "interrupted" and manifest["requests_recorded"] == 3
+
+
+def test_protocol_error_marks_the_run_failed(tmp_path):
+    run, go = _run(tmp_path, ScriptedBackend({"p1": MalformedStream("bad chunk")}))
+    with pytest.raises(RunAborted, match="run failed after 1 of 5"):
+        go()
+    assert _manifest(tmp_path)["status"] == "failed"
+
+
+def test_ctrl_c_marks_the_run_interrupted(tmp_path):
+    run, go = _run(tmp_path, ScriptedBackend({"p2": KeyboardInterrupt()}))
+    with pytest.raises(RunAborted, match="Ctrl-C"):
+        go()
+    assert _manifest(tmp_path)["status"] == "interrupted"
+    assert len(load_requests(run.path)) == 2
+
+
+def test_unexpected_error_still_finalizes_then_propagates(tmp_path):
+    run, go = _run(tmp_path, ScriptedBackend({"p1": ZeroDivisionError("bug")}))
+    with pytest.raises(ZeroDivisionError):
+        go()
+    assert _manifest(tmp_path)["status"] == "failed"
+    assert (run.path / "requests.parquet").exists()

@@ -1,0 +1,70 @@
+"""The launcher on stand-in processes (a tiny HTTP server): health wait, log tail, no orphans."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+
+from harness.server import LaunchSpec, ManagedServer, ServerStartError, free_port
+
+# A server that also forks a worker, as engines do; both must be gone after stop().
+SERVER = """
+import http.server, os, subprocess, sys
+worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+open(sys.argv[2], "w").write(str(worker.pid))
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers()
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as f:  # a zombie awaiting its reaper has ended too
+        return f.read().split()[2] == "Z"
+
+
+def test_healthy_server_and_its_workers_are_stopped(tmp_path):
+    port, pidfile = free_port(), tmp_path / "worker.pid"
+    spec = LaunchSpec(argv=[sys.executable, "-c", SERVER, str(port), str(pidfile)], ready_timeout_s=30)
+    with ManagedServer(spec, f"http://127.0.0.1:{port}", tmp_path / "log") as server:
+        leader = server.process.pid
+        worker = int(pidfile.read_text())
+        assert server.alive()
+    time.sleep(0.2)
+    assert _gone(leader) and _gone(worker)
+
+
+def test_stopped_on_exception_inside_the_block(tmp_path):
+    port, pidfile = free_port(), tmp_path / "worker.pid"
+    spec = LaunchSpec(argv=[sys.executable, "-c", SERVER, str(port), str(pidfile)], ready_timeout_s=30)
+    with pytest.raises(RuntimeError):
+        with ManagedServer(spec, f"http://127.0.0.1:{port}", tmp_path / "log"):
+            raise RuntimeError("test failed")
+    time.sleep(0.2)
+    assert _gone(int(pidfile.read_text()))
+
+
+def test_server_dying_at_start_reports_its_log_tail(tmp_path):
+    spec = LaunchSpec(argv=[sys.executable, "-c", "print('cannot load model'); raise SystemExit(3)"])
+    with pytest.raises(ServerStartError, match=r"exited with code 3(.|\n)*cannot load model"):
+        with ManagedServer(spec, f"http://127.0.0.1:{free_port()}", tmp_path / "log"):
+            pass
+
+
+def test_never_healthy_times_out_and_is_killed(tmp_path):
+    spec = LaunchSpec(argv=[sys.executable, "-c", "import time; print('loading'); time.sleep(600)"],
+                      ready_timeout_s=2)
+    server = ManagedServer(spec, f"http://127.0.0.1:{free_port()}", tmp_path / "log")
+    with pytest.raises(ServerStartError, match="not healthy"):
+        with server:
+            pass
+    assert server.process is None

@@ -1,0 +1,97 @@
+"""The SGLang client on recorded streams (cumulative as served by 0.5.23, and its incremental form)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from harness.client.base import MalformedStream, ServerHTTPError, ServerUnreachable
+from harness.client.sglang import generate, request_body
+from harness.spec import Prompt, SamplingParams
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+PROMPT = Prompt("p0", SamplingParams(max_new_tokens=5, ignore_eos=True), input_ids=(17, 6, 7))
+
+
+def _run(body: bytes | str, status: int = 200, raise_exc: Exception | None = None):
+    def handler(request: httpx.Request) -> httpx.Response:
+        if raise_exc:
+            raise raise_exc
+        return httpx.Response(status, content=body if isinstance(body, bytes) else body.encode())
+
+    async def go():
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+            return await generate(http, "http://server", PROMPT)
+
+    return asyncio.run(go())
+
+
+def _final(sse: str) -> dict:
+    chunks = [json.loads(b[6:]) for b in sse.split("\n\n") if b.startswith("data: {")]
+    return chunks[-1]
+
+
+@pytest.mark.parametrize("fixture, mode", [("sglang_0.5.23_cumulative.sse", "cumulative"),
+                                           ("sglang_incremental_derived.sse", "incremental")])
+def test_both_stream_forms_give_the_same_output(fixture, mode):
+    cumulative = (FIXTURES / "sglang_0.5.23_cumulative.sse").read_text()
+    result = _run((FIXTURES / fixture).read_text())
+    expected = _final(cumulative)
+    assert result.stream_mode == mode
+    assert result.output_ids == expected["output_ids"]
+    assert result.text == expected["text"]
+    assert result.chunk_tokens == [1, 2, 3, 4, 5]
+    assert result.completion_tokens == 5 and result.prompt_tokens == 8 and result.cached_tokens == 0
+    assert result.finish_reason == "length"
+    assert result.meta["e2e_latency"] > 0  # the final meta_info, kept raw
+    assert result.sent_ns < result.first_token_ns == result.chunk_ns[0] <= result.last_token_ns <= result.end_ns
+
+
+def test_multi_token_chunks_are_stamped_once_each():
+    def chunk(ids, count):
+        return "data: " + json.dumps({"text": "x" * len(ids), "output_ids": ids,
+                                      "meta_info": {"completion_tokens": count}}) + "\n\n"
+    body = chunk([1], 1) + chunk([2, 3, 4], 4) + chunk([], 4) + chunk([5], 5) + "data: [DONE]\n\n"
+    result = _run(body)
+    assert result.chunk_tokens == [1, 4, 5]  # the empty chunk brought no token and is not a chunk time
+    assert result.output_ids == [1, 2, 3, 4, 5]
+    assert result.stream_mode == "incremental"
+
+
+def test_request_body_sends_every_sampling_parameter():
+    prompt = Prompt("q", SamplingParams(max_new_tokens=9, temperature=0.6, top_p=0.95, top_k=29,
+                                        stop=("Question:",), seed=7), text="hi")
+    body = request_body(prompt)
+    assert body["text"] == "hi" and "input_ids" not in body and body["stream"] is True
+    assert body["sampling_params"] == {"temperature": 0.6, "top_p": 0.95, "top_k": 29, "max_new_tokens": 9,
+                                       "ignore_eos": False, "stop": ["Question:"], "sampling_seed": 7}
+
+
+def test_http_error_is_one_line():
+    with pytest.raises(ServerHTTPError, match=r"HTTP 400: .*too long"):
+        _run('{"error": "prompt\\n too long"}', status=400)
+
+
+def test_error_object_mid_stream():
+    with pytest.raises(ServerHTTPError, match="mid-stream"):
+        _run('data: {"error": {"message": "boom"}}\n\n')
+
+
+def test_stream_without_done_is_malformed():
+    body = (FIXTURES / "sglang_0.5.23_cumulative.sse").read_text().replace("data: [DONE]", "")
+    with pytest.raises(MalformedStream, match="without \\[DONE\\]"):
+        _run(body)
+
+
+def test_non_json_chunk_is_malformed():
+    with pytest.raises(MalformedStream, match="not JSON"):
+        _run("data: {not json\n\n")
+
+
+def test_connection_failure_is_unreachable():
+    with pytest.raises(ServerUnreachable, match="stopped answering"):
+        _run("", raise_exc=httpx.ConnectError("refused"))
