@@ -64,6 +64,44 @@ def run_synthetic(
     print_run_summary(run.path)
 
 
+@run_app.command("gsm8k")
+def run_gsm8k(
+    server: ServerOpt = None,
+    limit: Annotated[Optional[int], typer.Option(min=0, help="Questions to send [all 1,319; embedded: 20].")] = None,
+    offset: Annotated[int, typer.Option(min=0, help="First test question to send.")] = 0,
+    shuffle: Annotated[bool, typer.Option(help="Send the questions in a seeded random order.")] = False,
+    shuffle_seed: Annotated[int, typer.Option(help="Seed of --shuffle.")] = 0,
+    shot_seed: Annotated[int, typer.Option(help="Seed that draws the five shots from the TRAIN split.")] = 1234,
+    chat: Annotated[bool, typer.Option(help="Send the prompt as one chat user message (OpenAI chat API).")] = False,
+    source: Annotated[str, typer.Option(help="vendored (offline copy) or hub (openai/gsm8k via datasets).")] = "vendored",
+    temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature [published: 0.6].")] = 0.6,
+    top_p: Annotated[float, typer.Option(min=0.0, max=1.0, help="Nucleus sampling [published: 0.95].")] = 0.95,
+    top_k: Annotated[int, typer.Option(help="Top-k sampling, -1 off [published: 29].")] = 29,
+    max_new_tokens: Annotated[Optional[int], typer.Option(min=1, help="Token cap per answer [32768; embedded: 128].")] = None,
+    base_seed: Annotated[int, typer.Option(help="Request seed = base seed + question index.")] = 0,
+    warmup: WarmupOpt = 1,
+    concurrency: ConcurrencyOpt = 1,
+    results: ResultsOpt = Path("results"),
+    request_timeout: TimeoutOpt = 900.0,
+    progress: ProgressOpt = True,
+) -> None:
+    """GSM8K: five-shot chain-of-thought, published sampling; accuracy and speed from the same requests."""
+    from harness.bench import backend_for, run_workload, target_server
+    from harness.tables import print_run_summary
+    from workloads.gsm8k import GSM8KWorkload
+
+    with target_server(server) as target:
+        reduced = target.embedded is not None
+        workload = GSM8KWorkload(
+            limit=limit if limit is not None else (20 if reduced else None), offset=offset, shuffle=shuffle,
+            shuffle_seed=shuffle_seed, shot_seed=shot_seed, chat=chat, source=source, temperature=temperature,
+            top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens or (128 if reduced else 32768),
+            base_seed=base_seed)
+        run = run_workload(target, backend_for("sglang"), lambda snapshot: workload,
+                           _options(target.base_url, warmup, concurrency, request_timeout, progress), results)
+    print_run_summary(run.path)
+
+
 @app.command("summarize")
 def summarize(run_dir: Annotated[Path, typer.Argument(help="A run directory under results/.")]) -> None:
     """Print the run's summary table (metric, stat, value, unit)."""

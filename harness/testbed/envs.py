@@ -72,9 +72,9 @@ def ensure_env(engine: str) -> Path:
 
 
 def model_corpus() -> Path:
-    from workloads.gsm8k import TEST_FILE  # the vendored GSM8K questions train the tokenizer
+    from workloads.gsm8k import DATA_DIR  # the vendored GSM8K questions train the tokenizer
 
-    return TEST_FILE
+    return DATA_DIR / "test.jsonl"
 
 
 def model_dir() -> Path:

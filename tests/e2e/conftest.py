@@ -31,7 +31,7 @@ class LiveServer:
 def sglang_server() -> Iterator[LiveServer]:
     url = os.environ.get("SPARKBENCH_SGLANG_URL")
     if url:
-        yield LiveServer(url, Path(os.environ.get("SPARKBENCH_MODEL_DIR", ensure_model())))
+        yield LiveServer(url, Path(os.environ.get("SPARKBENCH_MODEL_DIR") or ensure_model()))
         return
     with embedded_server(log_name="e2e-sglang") as server:
         yield LiveServer(server.base_url, server.model_dir)
