@@ -83,6 +83,7 @@ class RequestRecord:
 
 
 COLUMNS = list(RequestRecord.__dataclass_fields__)
+NULLABLE_INT_COLUMNS = ("prompt_tokens", "completion_tokens", "cached_tokens", "first_token_ns", "last_token_ns")
 
 
 class RecordWriter:
@@ -114,14 +115,16 @@ def read_jsonl(path: Path) -> pd.DataFrame:
             if number == len(lines):
                 break  # the write in flight when the process died
             raise SparkbenchError(f"{path}: line {number} is not valid JSON; the file is corrupt") from exc
-    return pd.DataFrame(rows, columns=COLUMNS)
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    # Nullable integers: a single missing value must not turn nanosecond stamps into rounded floats.
+    for column in NULLABLE_INT_COLUMNS:
+        frame[column] = frame[column].astype("Int64")
+    return frame
 
 
 def write_parquet(run_dir: Path) -> Path:
     """Write the JSONL records of a run as Parquet (one row per request) and return its path."""
     frame = read_jsonl(run_dir / JSONL_NAME)
-    for column in ("prompt_tokens", "completion_tokens", "cached_tokens", "first_token_ns", "last_token_ns"):
-        frame[column] = frame[column].astype("Int64")
     out = run_dir / PARQUET_NAME
     frame.to_parquet(out, index=False)
     return out

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.metrics.summary import summarize
+from harness.metrics import summarize
 from harness.records import load_requests
 from harness.rundir import load_manifest
+from harness.scoring import accuracy_summary, score_table
 
 SUMMARY_NAME = "summary.csv"
 HEADLINE = [
@@ -21,21 +22,48 @@ HEADLINE = [
     ("e2e_ms", ["mean", "p50", "p95"]),
     ("decode_throughput_aggregate", ["value"]),
     ("decode_throughput_mean_of_requests", ["value"]),
-    ("completion_tokens", ["mean"]),
+    ("completion_tokens", ["mean", "p50"]),
+    ("accept_length", ["mean"]),
+    ("gsm8k_accuracy_strict", ["mean", "ci95_low", "ci95_high"]),
+    ("gsm8k_accuracy_flexible", ["mean", "ci95_low", "ci95_high"]),
 ]
 
 
+def scored_questions(requests: pd.DataFrame) -> pd.DataFrame:
+    """Per-question GSM8K scoring of a run's records (gold, predictions, correctness flags)."""
+    return score_table(requests[["prompt_id", "output_text", "item_json"]])
+
+
+def with_correctness(requests: pd.DataFrame, scored: pd.DataFrame) -> pd.DataFrame:
+    """The records with a boolean `correct` column (strict match), which per-correct metrics read."""
+    flags = scored[["prompt_id", "correct_strict"]].rename(columns={"correct_strict": "correct"})
+    return requests.merge(flags, on="prompt_id", how="left")
+
+
 def run_summary(run_dir: Path) -> pd.DataFrame:
-    """The long summary of one run, computed from its stored per-request records."""
+    """The long summary of one run, computed from its stored per-request records.
+
+    For GSM8K the accuracy rows (strict and flexible, Wilson intervals) join the speed rows, and
+    tokens and seconds per correct answer are computed from the same requests.
+    """
     manifest = load_manifest(run_dir)
-    return summarize(load_requests(run_dir), manifest["run_id"], manifest["workload"]["name"])
+    run_id, workload = manifest["run_id"], manifest["workload"]["name"]
+    requests = load_requests(run_dir)
+    if workload != "gsm8k" or requests.empty:
+        return summarize(requests, run_id, workload)
+    scored = scored_questions(requests)
+    accuracy = accuracy_summary(scored)
+    accuracy.insert(0, "run_id", run_id)
+    accuracy.insert(1, "workload", workload)
+    return pd.concat([summarize(with_correctness(requests, scored), run_id, workload), accuracy],
+                     ignore_index=True)
 
 
 def headline(summary: pd.DataFrame) -> pd.DataFrame:
     """Metric rows with the chosen stats as columns, in HEADLINE order (a view for reading)."""
     rows = []
     for metric, stats in HEADLINE:
-        part = summary[(summary["metric"] == metric) & summary["stat"].isin(stats)]
+        part = summary[(summary["metric"] == metric) & summary["stat"].isin(stats)].dropna(subset=["value"])
         if part.empty:
             continue
         row = {"metric": metric, "unit": part["unit"].iloc[0]}
@@ -53,5 +81,5 @@ def print_run_summary(run_dir: Path, full: bool = False) -> None:
           f"requests={manifest.get('requests_recorded')}  workload={manifest['workload']['name']}")
     print(f"scale: {manifest.get('scale')}")
     with pd.option_context("display.width", 160, "display.max_rows", 500, "display.float_format", "{:.3f}".format):
-        print(summary.to_string(index=False) if full else headline(summary).to_string())
+        print(summary.to_string(index=False) if full else headline(summary).to_string(na_rep=""))
     print(f"records: {run_dir}")

@@ -31,7 +31,7 @@ def _answers_json(http: httpx.Client, url: str) -> bool:
 
 
 def probe(http: httpx.Client, base_url: str) -> str:
-    """"sglang" or "openai", from the routes the server at `base_url` answers through `http`."""
+    """Name the API ("sglang" or "openai") from the routes the server answers through `http`."""
     if any(_answers_json(http, base_url + path) for path in SGLANG_PROBES):
         return "sglang"
     if _answers_json(http, base_url + OPENAI_PROBE):
@@ -41,7 +41,7 @@ def probe(http: httpx.Client, base_url: str) -> str:
 
 
 def detect_backend(base_url: str, timeout_s: float = 10.0) -> str:
-    """"sglang" or "openai" for the server at `base_url`; one-line errors when there is no telling."""
+    """Name the API ("sglang" or "openai") of the server at `base_url`; one-line errors otherwise."""
     base_url = base_url.rstrip("/")
     try:
         with httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0)) as http:
@@ -50,13 +50,17 @@ def detect_backend(base_url: str, timeout_s: float = 10.0) -> str:
         raise ServerUnreachable(f"cannot reach {base_url} ({type(exc).__name__}: {exc})") from exc
 
 
-def make_backend(name: str, base_url: str, chat: bool = False) -> SGLangBackend | OpenAIBackend:
-    """The backend called `name` ("sglang", "openai", or "auto" to ask the server)."""
+def make_backend(name: str, base_url: str, chat: bool = False,
+                 model: str | None = None) -> SGLangBackend | OpenAIBackend:
+    """The backend called `name` ("sglang", "openai", or "auto" to ask the server).
+
+    `chat` and `model` apply to the OpenAI API (`model` None: the first one the server lists).
+    """
     if name not in BACKENDS:
         raise SparkbenchError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
     resolved = detect_backend(base_url) if name == "auto" else name
     if resolved == "openai":
-        return OpenAIBackend(chat=chat)
+        return OpenAIBackend(model=model, chat=chat)
     if chat:
         # SGLang's native /generate takes no messages; its OpenAI routes do, through the other client.
         raise SparkbenchError(f"chat requests go through the OpenAI API; {base_url} is SGLang, which "

@@ -34,6 +34,7 @@ class NotOpenAIServer(ServerHTTPError):
 
 
 def not_openai(base_url: str, why: str) -> NotOpenAIServer:
+    """The one-line error for a server that answered, but not as an OpenAI server would."""
     return NotOpenAIServer(f"{base_url} does not serve the OpenAI API ({why}); try --backend sglang")
 
 
@@ -82,7 +83,7 @@ def request_body(prompt: Prompt, model: str, chat: bool) -> dict[str, Any]:
 
 def _raise_if_error(chunk: dict[str, Any]) -> None:
     """vLLM reports a failure after the 200 status as `{"error": {...}}` (older: `"object": "error"`)."""
-    if "error" in chunk or chunk.get("object") == "error":
+    if chunk.get("error") is not None or chunk.get("object") == "error":
         detail = chunk.get("error", chunk)
         message = detail.get("message", detail) if isinstance(detail, dict) else detail
         raise ServerHTTPError(f"server reported an error mid-stream: {str(message)[:300]}")
@@ -96,12 +97,18 @@ def _choice_text(choice: dict[str, Any]) -> str:
 
 
 def _token_count(result: StreamResult, usage: dict[str, Any] | None, text: str) -> int:
-    """The server's completion tokens so far; without running usage, one per text-bearing chunk."""
+    """The server's completion tokens so far; without running usage, one per text-bearing chunk.
+
+    Only a chunk that is counted by assumption flags the result: SGLang's chat stream leaves usage
+    off its role-only opening chunk and its closing finish_reason chunk, which bring no text.
+    """
     previous = result.chunk_tokens[-1] if result.chunk_tokens else 0
     if usage is not None and usage.get("completion_tokens") is not None:
         return usage["completion_tokens"]
+    if not text:
+        return previous
     result.meta["chunk_token_counts"] = ASSUMED_ONE_PER_CHUNK
-    return previous + 1 if text else previous
+    return previous + 1
 
 
 def _absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> None:
@@ -187,6 +194,7 @@ def _models(resp: httpx.Response, base_url: str) -> dict[str, Any]:
 
 
 def first_model_id(models: dict[str, Any], base_url: str) -> str:
+    """The id of the first model `/v1/models` lists: the one a single-model server serves."""
     if not models["data"]:
         raise ServerHTTPError(f"{base_url}/v1/models lists no model")
     return models["data"][0]["id"]
@@ -199,7 +207,7 @@ def spec_counter_names(metrics_text: str) -> list[str]:
 
 
 class OpenAIBackend:
-    """The OpenAI API: `/v1/completions` (or chat) for requests, `/v1/models`, `/version`, `/metrics` for facts."""
+    """OpenAI API: `/v1/completions` or chat for requests; `/v1/models`, `/version`, `/metrics` for facts."""
 
     name = "openai"
 
@@ -213,7 +221,8 @@ class OpenAIBackend:
 
     async def send(self, http: httpx.AsyncClient, base_url: str, prompt: Prompt) -> StreamResult:
         if self.model is None:
-            self.model = first_model_id(_models(await http.get(f"{base_url}/v1/models"), base_url), base_url)
+            models = _models(await http.get(f"{base_url}/v1/models"), base_url)
+            self.model = first_model_id(models, base_url)
         return await stream(http, base_url, request_body(prompt, self.model, self.chat), self.path)
 
     def snapshot(self, http: httpx.Client, base_url: str) -> dict[str, Any]:

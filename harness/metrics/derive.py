@@ -1,0 +1,36 @@
+"""The per-request table with every derived column added (`derive_requests`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from harness.metrics.latency import client_columns
+from harness.metrics.schema import DERIVED_COLUMNS
+from harness.metrics.server import server_columns
+from harness.metrics.speculative import SPEC_COLUMNS, engine_steps, speculation, tokens_per_step
+from harness.metrics.values import floats, parse_meta
+
+
+def derive_requests(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of the request table (from `load_requests`) with DERIVED_COLUMNS added or replaced.
+
+    Pure: the same rows always give the same columns; missing server fields give NaN.
+    """
+    metas = [parse_meta(raw) for raw in df["meta_info_json"]]
+    backends = df["backend"].astype(str).tolist()
+    completion = floats(df["completion_tokens"])
+    columns = client_columns(df, metas)
+    columns |= server_columns(metas, backends, completion, columns["ttft_ms"], columns["e2e_ms"])
+    spec = [speculation(m, b, c) for m, b, c in zip(metas, backends, completion)]
+    for name in SPEC_COLUMNS:
+        columns[name] = np.array([row[name] for row in spec], dtype=float)
+    steps = np.array([engine_steps(m, b) for m, b in zip(metas, backends)], dtype=float)
+    columns["tokens_per_step"], columns["tokens_per_step_source"] = tokens_per_step(
+        completion, steps, columns["tokens_per_chunk"])
+    out = df.copy()
+    for name in DERIVED_COLUMNS:
+        values = columns[name]
+        # Per-request lists (and the source labels) go in object columns, one Python list per cell.
+        out[name] = pd.Series(values, index=df.index, dtype=object) if isinstance(values, list) else values
+    return out

@@ -1,0 +1,97 @@
+"""The run summary: one long table of `run_id, workload, metric, stat, value, unit` rows.
+
+Distribution metrics get stats n, mean, std, min, p50, p90, p95, p99, max and the flags
+p95_certified / p99_certified; run-level metrics get one row with stat "value".
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from harness.metrics.derive import derive_requests
+from harness.metrics.normalize import correctness_values
+from harness.metrics.schema import (CORRECTNESS_UNITS, DISTRIBUTION_UNITS, RUN_UNITS, STAT_UNITS,
+                                    SUMMARY_COLUMNS)
+from harness.metrics.speculative import accept_length_request_weighted, accept_length_token_weighted
+from harness.metrics.stats import certification, describe
+from harness.metrics.values import elapsed_ms, floats, ratio
+
+POOLED = {"itl_ms": "itl_ms", "chunk_gap_ms": "chunk_gaps_ms"}  # summary metric: per-request list column
+
+
+def distribution_samples(derived: pd.DataFrame, metric: str) -> np.ndarray:
+    """The samples of one distribution metric: a per-request column, or for `itl_ms` (one value
+    per token) and `chunk_gap_ms` (one per chunk gap) the lists of every request pooled together."""
+    if metric in POOLED:
+        lists = [np.asarray(cell, dtype=float) for cell in derived[POOLED[metric]]]
+        return np.concatenate(lists) if lists else np.empty(0)
+    return floats(derived[metric])
+
+
+def run_span_s(derived: pd.DataFrame) -> float:
+    """Run span, s: `max(end_ns) - min(sent_ns)`, first request sent to last `[DONE]` received."""
+    if derived.empty:
+        return math.nan
+    span_ms = elapsed_ms(pd.Series([derived["end_ns"].max()]), pd.Series([derived["sent_ns"].min()]))
+    return float(span_ms[0]) / 1000
+
+
+def output_throughput(derived: pd.DataFrame) -> float:
+    """Output throughput, tok/s: `sum(completion_tokens) / run_span_s`."""
+    return float(ratio(np.nansum(floats(derived["completion_tokens"])), run_span_s(derived)))
+
+
+def decode_throughput_aggregate(derived: pd.DataFrame) -> float:
+    """Pooled decode rate, tok/s: `sum(completion_tokens - 1) / sum(decode_ms / 1000)` over requests
+    with at least two tokens. Long requests weigh in proportion to their decode time."""
+    completion, decode = floats(derived["completion_tokens"]), derived["decode_ms"].to_numpy(dtype=float)
+    keep = (completion > 1) & np.isfinite(decode)
+    return float(ratio((completion[keep] - 1).sum(), decode[keep].sum() / 1000))
+
+
+def decode_throughput_mean_of_requests(derived: pd.DataFrame) -> float:
+    """Mean of per-request `decode_tok_s`, tok/s: every request weighs the same."""
+    return describe(derived["decode_tok_s"].to_numpy(dtype=float))["mean"]
+
+
+def run_values(derived: pd.DataFrame) -> dict[str, float]:
+    """Every run-level metric (RUN_UNITS) of a derived table."""
+    return {
+        "requests": float(len(derived)),
+        "run_span_s": run_span_s(derived),
+        "output_throughput": output_throughput(derived),
+        "decode_throughput_aggregate": decode_throughput_aggregate(derived),
+        "decode_throughput_mean_of_requests": decode_throughput_mean_of_requests(derived),
+        "accept_length_request_weighted": accept_length_request_weighted(derived),
+        "accept_length_token_weighted": accept_length_token_weighted(derived),
+    }
+
+
+def distribution_rows(metric: str, samples: np.ndarray, unit: str) -> list[tuple[str, str, float, str]]:
+    """(metric, stat, value, unit) rows of one distribution: stats, then the certification flags."""
+    stats = describe(samples)
+    stats |= certification(stats["n"])
+    return [(metric, stat, value, STAT_UNITS.get(stat, unit)) for stat, value in stats.items()]
+
+
+def summarize(df: pd.DataFrame, run_id: str, workload: str) -> pd.DataFrame:
+    """The run summary long table (SUMMARY_COLUMNS) of one run's request table.
+
+    Correctness metrics are added when the table has a `correct` column.
+    """
+    derived = derive_requests(df)
+    rows = []
+    for metric, unit in DISTRIBUTION_UNITS.items():
+        rows += distribution_rows(metric, distribution_samples(derived, metric), unit)
+    scalars = [(run_values(derived), RUN_UNITS)]
+    if "correct" in derived.columns:
+        scalars.append((correctness_values(derived), CORRECTNESS_UNITS))
+    for values, units in scalars:
+        rows += [(metric, "value", value, units[metric]) for metric, value in values.items()]
+    table = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS[2:]))
+    table.insert(0, "workload", workload)
+    table.insert(0, "run_id", run_id)
+    return table

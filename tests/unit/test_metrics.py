@@ -1,0 +1,459 @@
+"""Every metric definition on made-up timestamps (see docs/metrics.md)."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.errors import SparkbenchError
+from harness.metrics import (DERIVED_COLUMNS, by_length_bin, derive_requests, describe,
+                             length_matched_throughput, summarize, tail_certified)
+from harness.records import RecordWriter, load_requests, write_parquet
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
+
+EXPECTED_DERIVED = {
+    "ttft_ms", "e2e_ms", "decode_ms", "tpot_ms", "decode_tok_s", "e2e_per_token_ms",
+    "chunk_gaps_ms", "chunk_gap_tokens", "itl_ms", "tokens_per_chunk",
+    "server_ttft_ms", "server_e2e_ms", "server_tpot_ms",
+    "ttft_client_minus_server_ms", "e2e_client_minus_server_ms",
+    "accept_length", "verify_rounds", "accepted_draft_tokens", "proposed_draft_tokens",
+    "accept_rate", "tokens_per_step", "tokens_per_step_source",
+}
+EXPECTED_DISTRIBUTIONS = {
+    "ttft_ms", "tpot_ms", "e2e_ms", "decode_ms", "e2e_per_token_ms", "decode_tok_s", "itl_ms",
+    "chunk_gap_ms", "tokens_per_chunk", "tokens_per_step", "completion_tokens", "prompt_tokens",
+    "cached_tokens", "accept_length", "accept_rate", "server_ttft_ms", "server_e2e_ms",
+    "server_tpot_ms", "ttft_client_minus_server_ms", "e2e_client_minus_server_ms",
+}
+EXPECTED_RUN_VALUES = {
+    "requests", "run_span_s", "output_throughput", "decode_throughput_aggregate",
+    "decode_throughput_mean_of_requests", "accept_length_request_weighted",
+    "accept_length_token_weighted",
+}
+EXPECTED_CORRECTNESS = {
+    "correct_answers", "accuracy", "tokens_per_correct_answer", "seconds_per_correct_answer",
+}
+EXPECTED_STATS = [
+    "n", "mean", "std", "min", "p50", "p90", "p95", "p99", "max", "p95_certified", "p99_certified",
+]
+SPEC_COLUMNS = [
+    "accept_length", "verify_rounds", "accepted_draft_tokens", "proposed_draft_tokens", "accept_rate",
+]
+
+
+@pytest.fixture
+def derive_one(make_record, frame_of):
+    """Derived row of a single record built from the factory's arguments."""
+    def derive(**kwargs) -> pd.Series:
+        return derive_requests(frame_of([make_record(**kwargs)])).iloc[0]
+    return derive
+
+
+def value(summary: pd.DataFrame, metric: str, stat: str = "value") -> float:
+    rows = summary[(summary["metric"] == metric) & (summary["stat"] == stat)]
+    assert len(rows) == 1, f"{metric}/{stat}: {len(rows)} rows"
+    return float(rows["value"].iloc[0])
+
+
+# ---- client timings -------------------------------------------------------------------------
+
+def test_one_token_per_chunk(derive_one):
+    row = derive_one(chunks=[(100, 1), (110, 1), (120, 1), (130, 1)], end_ms=131)
+    assert row["ttft_ms"] == 100.0
+    assert row["e2e_ms"] == 131.0
+    assert row["decode_ms"] == 31.0
+    assert row["tpot_ms"] == pytest.approx(31 / 3)
+    assert row["decode_tok_s"] == pytest.approx(3000 / 31)
+    assert row["e2e_per_token_ms"] == pytest.approx(131 / 4)
+    assert row["chunk_gaps_ms"] == [10.0, 10.0, 10.0]
+    assert row["chunk_gap_tokens"] == [1, 1, 1]
+    assert row["itl_ms"] == [10.0, 10.0, 10.0]
+    assert row["tokens_per_chunk"] == 1.0
+    assert (row["tokens_per_step"], row["tokens_per_step_source"]) == (1.0, "stream_chunks")
+
+
+def test_multi_token_chunks_spread_their_gap_over_their_tokens(derive_one):
+    row = derive_one(chunks=[(50, 1), (70, 3), (80, 2)], end_ms=90)
+    assert row["chunk_gaps_ms"] == [20.0, 10.0]
+    assert row["chunk_gap_tokens"] == [3, 2]
+    assert row["itl_ms"] == pytest.approx([20 / 3] * 3 + [5.0, 5.0])
+    assert len(row["itl_ms"]) == 6 - 1  # completion tokens minus the first chunk's
+    assert row["tpot_ms"] == pytest.approx(40 / 5)
+    assert row["tokens_per_chunk"] == 2.0
+
+
+def test_first_chunk_with_several_tokens_is_left_out_of_itl(derive_one):
+    row = derive_one(chunks=[(30, 4), (40, 2)])
+    assert row["itl_ms"] == [5.0, 5.0]
+    assert row["tokens_per_chunk"] == 3.0
+
+
+def test_assumed_chunk_counts_give_no_itl(derive_one):
+    # The server sent no running usage: the client counted one token per text chunk and said so.
+    meta = {"chunk_token_counts": "assumed_one_per_chunk"}
+    row = derive_one(chunks=[(10, 1), (20, 1), (30, 1)], completion_tokens=6, end_ms=35,
+                     backend="openai", meta=meta)
+    assert row["chunk_gaps_ms"] == [10.0, 10.0]
+    assert row["chunk_gap_tokens"] == [] and row["itl_ms"] == []
+    assert row["tokens_per_chunk"] == 2.0
+    assert row["tpot_ms"] == 5.0
+
+
+def test_one_token_output_has_no_decode_rate(derive_one):
+    row = derive_one(chunks=[(25, 1)], end_ms=27)
+    assert row["ttft_ms"] == 25.0
+    assert row["decode_ms"] == 2.0
+    assert math.isnan(row["tpot_ms"]) and math.isnan(row["decode_tok_s"])
+    assert row["chunk_gaps_ms"] == [] and row["itl_ms"] == []
+    assert row["e2e_per_token_ms"] == 27.0
+
+
+def test_empty_text_chunk_still_counts_as_tokens(derive_one):
+    # A multi-byte character held back: the first token-bearing chunk has no text, yet it is TTFT.
+    row = derive_one(chunks=[(40, 1), (55, 1), (60, 1)], texts=["", "\u00e9", "a"], end_ms=61)
+    assert row["ttft_ms"] == 40.0
+    assert row["chunk_gaps_ms"] == [15.0, 5.0]
+    assert row["itl_ms"] == [15.0, 5.0]
+
+
+def test_request_without_tokens(derive_one):
+    row = derive_one(chunks=[], completion_tokens=0, end_ms=7)
+    assert math.isnan(row["ttft_ms"]) and math.isnan(row["tpot_ms"]) and math.isnan(row["e2e_per_token_ms"])
+    assert row["e2e_ms"] == 7.0
+    assert math.isnan(row["tokens_per_chunk"]) and math.isnan(row["tokens_per_step"])
+    assert row["tokens_per_step_source"] is None
+
+
+def test_tpot_uses_server_count_not_chunks(derive_one):
+    # The server's completion_tokens is the token count, whatever the chunks suggest.
+    row = derive_one(chunks=[(10, 1), (20, 1)], completion_tokens=11, end_ms=30)
+    assert row["tpot_ms"] == 2.0
+
+
+def test_large_stamps_keep_nanosecond_precision(derive_one):
+    row = derive_one(chunks=[(0.000001, 1), (0.000002, 1)], sent_ms=0.0, end_ms=0.000003)
+    assert row["ttft_ms"] == 1e-6
+    assert row["e2e_ms"] == 3e-6
+
+
+# ---- server timings -------------------------------------------------------------------------
+
+def test_sglang_server_timings_are_seconds(derive_one):
+    meta = {"first_token_latency": 0.095, "e2e_latency": 0.128}
+    row = derive_one(chunks=[(100, 1), (110, 1), (120, 1), (130, 1)], end_ms=131, meta=meta)
+    assert row["server_ttft_ms"] == pytest.approx(95.0)
+    assert row["server_e2e_ms"] == pytest.approx(128.0)
+    assert row["server_tpot_ms"] == pytest.approx(11.0)
+    assert row["ttft_client_minus_server_ms"] == pytest.approx(5.0)
+    assert row["e2e_client_minus_server_ms"] == pytest.approx(3.0)
+
+
+def test_vllm_server_timings(derive_one):
+    meta = {"metrics": {"time_to_first_token_ms": 90.0, "generation_time_ms": 35.0}}
+    row = derive_one(chunks=[(100, 1), (110, 2), (120, 1)], end_ms=126, backend="openai", meta=meta)
+    assert row["server_ttft_ms"] == 90.0
+    assert row["server_e2e_ms"] == 125.0
+    assert row["server_tpot_ms"] == pytest.approx(35 / 3)
+    assert row["ttft_client_minus_server_ms"] == 10.0
+    assert row["e2e_client_minus_server_ms"] == 1.0
+
+
+@pytest.mark.parametrize("backend, meta", [
+    ("sglang", {"e2e_latency": None}),
+    ("sglang", {"first_token_latency": "soon"}),
+    ("openai", {"metrics": None}),
+    ("openai", {}),
+    ("llamacpp", {"e2e_latency": 1.0}),
+])
+def test_missing_server_fields_give_nan(derive_one, backend, meta):
+    row = derive_one(chunks=[(10, 1), (20, 1)], backend=backend, meta=meta)
+    for column in ("server_ttft_ms", "server_e2e_ms", "server_tpot_ms",
+                   "ttft_client_minus_server_ms", "e2e_client_minus_server_ms", *SPEC_COLUMNS):
+        assert math.isnan(row[column]), column
+
+
+def test_sglang_e2e_without_ttft(derive_one):
+    row = derive_one(chunks=[(10, 1), (20, 1)], end_ms=21, meta={"e2e_latency": 0.02})
+    assert row["server_e2e_ms"] == pytest.approx(20.0)
+    assert math.isnan(row["server_ttft_ms"]) and math.isnan(row["server_tpot_ms"])
+
+
+@pytest.mark.parametrize("raw", ["", "{}", "null", "[1, 2]"])
+def test_empty_meta_gives_nan(derive_one, raw):
+    row = derive_one(chunks=[(10, 1), (20, 1)], meta_json=raw)
+    assert math.isnan(row["server_e2e_ms"]) and math.isnan(row["accept_length"])
+    assert row["tpot_ms"] == 11.0
+
+
+def test_corrupt_meta_is_an_error(make_record, frame_of):
+    with pytest.raises(SparkbenchError, match="not valid JSON"):
+        derive_requests(frame_of([make_record(meta_json="{trunc")]))
+
+
+# ---- speculative decoding -------------------------------------------------------------------
+
+def spec_chunks(total: int) -> list[tuple[float, int]]:
+    """A first one-token chunk from prefill, then chunks of 4 tokens 10 ms apart."""
+    chunks, made = [(100.0, 1)], 1
+    while made < total:
+        step = min(4, total - made)
+        chunks.append((chunks[-1][0] + 10, step))
+        made += step
+    return chunks
+
+
+def test_sglang_speculation_current_names(derive_one):
+    meta = {"spec_verify_ct": 50, "spec_accept_length": 4.0, "spec_num_correct_drafts": 150,
+            "spec_num_proposed_drafts": 200, "spec_accept_rate": 0.1}
+    row = derive_one(chunks=spec_chunks(200), meta=meta)
+    assert list(row[SPEC_COLUMNS]) == [4.0, 50.0, 150.0, 200.0, 0.75]  # rate from counts, not the field
+    assert row["tokens_per_step"] == pytest.approx(200 / 51)
+    assert row["tokens_per_step_source"] == "server_steps"
+    assert row["tokens_per_chunk"] == pytest.approx(200 / 51)
+
+
+def test_sglang_speculation_older_names_and_computed_length(derive_one):
+    meta = {"spec_verify_ct": 40, "spec_accept_token_num": 90, "spec_draft_token_num": 120}
+    row = derive_one(chunks=spec_chunks(130), meta=meta)
+    assert list(row[SPEC_COLUMNS]) == [3.25, 40.0, 90.0, 120.0, 0.75]
+
+
+def test_sglang_accept_rate_field_used_without_counts(derive_one):
+    row = derive_one(chunks=spec_chunks(30), meta={"spec_verify_ct": 10, "spec_accept_rate": 0.6})
+    assert row["accept_length"] == 3.0
+    assert row["accept_rate"] == 0.6
+    assert math.isnan(row["accepted_draft_tokens"])
+
+
+@pytest.mark.parametrize("meta", [
+    {},
+    {"spec_verify_ct": 0, "spec_accept_length": 1.0, "spec_accept_rate": 0.0},
+    {"spec_verify_ct": 0, "spec_accept_token_num": 0, "spec_draft_token_num": 0},
+])
+def test_no_speculation_is_nan_never_one_or_zero(derive_one, meta):
+    row = derive_one(chunks=[(10, 1), (20, 1), (30, 1)], meta=meta)
+    assert all(math.isnan(row[c]) for c in SPEC_COLUMNS)
+    assert (row["tokens_per_step"], row["tokens_per_step_source"]) == (1.0, "stream_chunks")
+
+
+def test_speculation_with_nothing_accepted_is_zero_not_nan(derive_one):
+    meta = {"spec_verify_ct": 9, "spec_num_correct_drafts": 0, "spec_num_proposed_drafts": 27}
+    row = derive_one(chunks=[(10 * i, 1) for i in range(1, 10)], meta=meta)
+    assert row["accept_rate"] == 0.0
+    assert row["accept_length"] == 1.0
+
+
+def test_vllm_speculation(derive_one):
+    spec = {"mean_acceptance_length": 3.5, "num_spec_steps": 20, "num_accepted_draft_tokens": 50,
+            "num_draft_tokens": 60, "draft_acceptance_rate": 0.1, "acceptance_histogram": [1, 2]}
+    row = derive_one(chunks=[(100, 1), (110, 3), (120, 2), (130, 4)], backend="openai",
+                     meta={"metrics": {"speculative_decoding": spec}})
+    assert list(row[SPEC_COLUMNS]) == pytest.approx([3.5, 20.0, 50.0, 60.0, 50 / 60])
+    # num_spec_steps counts only drafting steps: tokens per step comes from the stream.
+    assert (row["tokens_per_step"], row["tokens_per_step_source"]) == (2.5, "stream_chunks")
+
+
+def test_vllm_accept_length_from_counts(derive_one):
+    spec = {"num_spec_steps": 8, "num_accepted_draft_tokens": 12, "num_draft_tokens": 24}
+    meta = {"metrics": {"speculative_decoding": spec}}
+    row = derive_one(chunks=[(10, 1), (20, 2)], backend="openai", meta=meta)
+    assert row["accept_length"] == 2.5
+    assert row["accept_rate"] == 0.5
+
+
+def test_vllm_without_speculation(derive_one):
+    meta = {"metrics": {"time_to_first_token_ms": 9.0, "speculative_decoding": None}}
+    row = derive_one(chunks=[(10, 1), (20, 1)], backend="openai", meta=meta)
+    assert all(math.isnan(row[c]) for c in SPEC_COLUMNS)
+
+
+def test_run_accept_length_weighted_two_ways(make_record, frame_of):
+    records = [
+        make_record(seq=0, chunks=spec_chunks(100), meta={"spec_verify_ct": 50}),   # 2.0
+        make_record(seq=1, chunks=spec_chunks(300), meta={"spec_verify_ct": 100}),  # 3.0
+        make_record(seq=2, chunks=[(10, 1), (20, 1)]),                               # no speculation
+    ]
+    summary = summarize(frame_of(records), "r", "synthetic")
+    assert value(summary, "accept_length_request_weighted") == 2.5
+    assert value(summary, "accept_length_token_weighted") == pytest.approx(400 / 150)
+    assert value(summary, "accept_length", "n") == 2
+
+
+def test_run_without_speculation_has_nan_accept_length(make_record, frame_of):
+    summary = summarize(frame_of([make_record(chunks=[(10, 1), (20, 1)])]), "r", "synthetic")
+    assert math.isnan(value(summary, "accept_length_request_weighted"))
+    assert math.isnan(value(summary, "accept_length_token_weighted"))
+    assert value(summary, "accept_length", "n") == 0
+    assert math.isnan(value(summary, "accept_length", "mean"))
+
+
+# ---- statistics -----------------------------------------------------------------------------
+
+def test_describe_uses_linear_interpolation():
+    stats = describe([4.0, 1.0, 3.0, 2.0, np.nan])
+    assert stats["n"] == 4
+    assert stats["p50"] == 2.5
+    assert stats["p90"] == pytest.approx(3.7)
+    assert stats["p99"] == pytest.approx(3.97)
+    assert stats["std"] == pytest.approx(np.std([1, 2, 3, 4], ddof=1))
+
+
+def test_describe_of_nothing():
+    stats = describe([])
+    assert stats["n"] == 0 and all(math.isnan(v) for k, v in stats.items() if k != "n")
+
+
+@pytest.mark.parametrize("q, minimum", [(0.5, 11), (0.9, 64), (0.95, 130), (0.99, 662)])
+def test_tail_certified_matches_mlperf_minimums(q, minimum):
+    assert tail_certified(minimum, q)
+    assert not tail_certified(minimum - 1, q)
+
+
+# ---- summary --------------------------------------------------------------------------------
+
+@pytest.fixture
+def three_requests(make_record, frame_of):
+    """TTFT 100/200/400 ms; 11, 21 and 2 tokens one per chunk at 10/5/30 ms; [DONE] 1 ms later."""
+    records = [
+        make_record(seq=0, chunks=[(100 + 10 * i, 1) for i in range(11)]),  # decode 101 ms, 10 tokens
+        make_record(seq=1, sent_ms=50, chunks=[(250 + 5 * i, 1) for i in range(21)]),  # decode 101 ms, 20
+        make_record(seq=2, sent_ms=100, chunks=[(500, 1), (530, 1)]),  # decode 31 ms, 1 token
+    ]
+    return frame_of(records)
+
+
+def test_summary_shape_is_locked(three_requests):
+    summary = summarize(three_requests, "run-1", "synthetic")
+    assert list(summary.columns) == ["run_id", "workload", "metric", "stat", "value", "unit"]
+    assert set(summary["metric"]) == EXPECTED_DISTRIBUTIONS | EXPECTED_RUN_VALUES
+    for metric in EXPECTED_DISTRIBUTIONS:
+        assert list(summary.loc[summary["metric"] == metric, "stat"]) == EXPECTED_STATS, metric
+    for metric in EXPECTED_RUN_VALUES:
+        assert list(summary.loc[summary["metric"] == metric, "stat"]) == ["value"], metric
+    assert set(summary["run_id"]) == {"run-1"} and set(summary["workload"]) == {"synthetic"}
+
+
+def test_derived_columns_are_locked(three_requests):
+    derived = derive_requests(three_requests)
+    assert set(DERIVED_COLUMNS) == EXPECTED_DERIVED
+    assert list(derived.columns) == list(three_requests.columns) + list(DERIVED_COLUMNS)
+
+
+def test_docs_define_every_name():
+    documented = set(re.findall(r"`([a-z0-9_]+)`", DOCS.read_text(encoding="utf-8")))
+    names = EXPECTED_DERIVED | EXPECTED_DISTRIBUTIONS | EXPECTED_RUN_VALUES | EXPECTED_CORRECTNESS
+    assert names - documented == set()
+
+
+def test_summary_numbers(three_requests):
+    summary = summarize(three_requests, "run-1", "synthetic")
+    assert value(summary, "ttft_ms", "mean") == pytest.approx(700 / 3)
+    assert value(summary, "ttft_ms", "p50") == 200.0
+    assert value(summary, "ttft_ms", "p90") == pytest.approx(360.0)
+    assert value(summary, "ttft_ms", "std") == pytest.approx(np.std([100, 200, 400], ddof=1))
+    assert value(summary, "ttft_ms", "n") == 3
+    assert value(summary, "ttft_ms", "p99_certified") == 0.0
+    assert value(summary, "tpot_ms", "max") == 31.0
+    assert value(summary, "itl_ms", "n") == 10 + 20 + 1
+    assert value(summary, "itl_ms", "max") == 30.0
+    assert value(summary, "chunk_gap_ms", "min") == 5.0
+    assert value(summary, "completion_tokens", "p50") == 11
+    assert value(summary, "requests") == 3
+    assert value(summary, "run_span_s") == pytest.approx(0.531)
+    assert value(summary, "output_throughput") == pytest.approx(34 / 0.531)
+    assert value(summary, "decode_throughput_aggregate") == pytest.approx(31 / 0.233)
+    assert value(summary, "decode_throughput_mean_of_requests") == pytest.approx(
+        np.mean([10 / 0.101, 20 / 0.101, 1 / 0.031]))
+    units = summary.set_index(["metric", "stat"])["unit"]
+    assert units["ttft_ms", "p95"] == "ms"
+    assert (units["ttft_ms", "n"], units["ttft_ms", "p95_certified"]) == ("count", "flag")
+    assert units["decode_throughput_aggregate", "value"] == "tok/s"
+
+
+def test_summary_certifies_p95_from_130_requests(make_record, frame_of):
+    records = [make_record(seq=i, chunks=[(10 + i, 1), (20 + i, 1)]) for i in range(130)]
+    summary = summarize(frame_of(records), "r", "synthetic")
+    assert value(summary, "ttft_ms", "p95_certified") == 1.0
+    assert value(summary, "ttft_ms", "p99_certified") == 0.0
+    assert value(summary, "itl_ms", "p95_certified") == 1.0
+
+
+def test_parquet_and_jsonl_give_the_same_metrics(tmp_path, make_record):
+    writer = RecordWriter(tmp_path)
+    writer.append(make_record(seq=0, chunks=[(100, 1), (120, 3)], meta={"spec_verify_ct": 1}))
+    writer.append(make_record(seq=1, chunks=[], completion_tokens=0))
+    writer.close()
+    from_jsonl = derive_requests(load_requests(tmp_path))
+    write_parquet(tmp_path)
+    from_parquet = derive_requests(load_requests(tmp_path))
+    for column in ("ttft_ms", "tpot_ms", "tokens_per_step", "accept_length"):
+        np.testing.assert_array_equal(from_parquet[column].to_numpy(float),
+                                      from_jsonl[column].to_numpy(float))
+    assert from_parquet["itl_ms"].iloc[0] == from_jsonl["itl_ms"].iloc[0] == [20 / 3] * 3
+
+
+def timed_request(make_record, seq: int, tokens: int, decode_ms: float):
+    """`tokens` one-token chunks, first at 10 ms, spread evenly over `decode_ms` until [DONE]."""
+    step = decode_ms / tokens
+    return make_record(seq=seq, chunks=[(10 + step * i, 1) for i in range(tokens)], end_ms=10 + decode_ms)
+
+
+def test_by_length_bin(make_record, frame_of):
+    df = frame_of([timed_request(make_record, 0, 11, 100), timed_request(make_record, 1, 101, 2000),
+                   timed_request(make_record, 2, 21, 100)])
+    table = by_length_bin(df, [0, 64, 512, 4096])
+    assert list(table.columns) == ["bin", "metric", "stat", "value", "unit"]
+    n = table[(table["metric"] == "tpot_ms") & (table["stat"] == "n")].set_index("bin")["value"]
+    assert n.to_dict() == {"[0, 64)": 2.0, "[64, 512)": 1.0, "[512, 4096)": 0.0}
+    tpot = table[(table["metric"] == "tpot_ms") & (table["stat"] == "mean")].set_index("bin")["value"]
+    assert tpot["[0, 64)"] == pytest.approx((10 + 5) / 2)
+    assert tpot["[64, 512)"] == pytest.approx(20.0)
+
+
+def test_length_matched_throughput(make_record, frame_of):
+    short = [timed_request(make_record, i, 11, 100) for i in range(3)]     # 100 tok/s each
+    long_ = [timed_request(make_record, 3, 101, 2000)]                     # 50 tok/s
+    run = frame_of(short + long_)
+    target = frame_of([timed_request(make_record, 0, 10, 50)]
+                      + [timed_request(make_record, i, 200, 50) for i in range(3)])
+    table = length_matched_throughput(run, target, [0, 64, 512]).set_index("metric")
+    # Short bin weighs 1/4 (split over 3 requests), long bin 3/4.
+    assert table.loc["decode_throughput_aggregate", "value"] == pytest.approx(77.5 / 1.525)
+    assert table.loc["decode_throughput_mean_of_requests", "value"] == pytest.approx(62.5)
+    assert table.loc["completion_tokens", "value"] == pytest.approx(0.25 * 11 + 0.75 * 101)
+    assert table.loc["target_coverage", "value"] == 1.0
+    assert set(table["stat"]) == {"length_matched", "value"}
+
+
+def test_length_matched_coverage_when_run_lacks_a_bin(make_record, frame_of):
+    run = frame_of([timed_request(make_record, 0, 11, 100)])
+    target = frame_of([timed_request(make_record, 0, 11, 50), timed_request(make_record, 1, 200, 50)])
+    table = length_matched_throughput(run, target, [0, 64, 512]).set_index("metric")
+    assert table.loc["target_coverage", "value"] == 0.5
+    assert table.loc["decode_throughput_aggregate", "value"] == pytest.approx(100.0)
+
+
+def test_cost_per_correct_answer(make_record, frame_of):
+    df = frame_of([timed_request(make_record, i, 11, 100) for i in range(4)])
+    df["correct"] = [True, False, True, None]
+    summary = summarize(df, "r", "gsm8k")
+    assert set(summary["metric"]) >= EXPECTED_CORRECTNESS
+    assert value(summary, "correct_answers") == 2
+    assert value(summary, "accuracy") == pytest.approx(2 / 3)
+    assert value(summary, "tokens_per_correct_answer") == 22.0
+    assert value(summary, "seconds_per_correct_answer") == pytest.approx(4 * 0.11 / 2)
+
+
+def test_no_correct_answer_gives_nan_cost(make_record, frame_of):
+    df = frame_of([timed_request(make_record, 0, 11, 100)])
+    df["correct"] = [False]
+    summary = summarize(df, "r", "gsm8k")
+    assert value(summary, "accuracy") == 0.0
+    assert math.isnan(value(summary, "tokens_per_correct_answer"))
+    assert math.isnan(value(summary, "seconds_per_correct_answer"))
