@@ -1,4 +1,4 @@
-"""One benchmark run from start to finish: server, snapshot, run directory, requests, checks.
+"""One benchmark run from start to finish: server, guard, run directory, requests, checks.
 
 This is the glue the CLI calls; every stage it joins lives in its own module.
 """
@@ -13,39 +13,66 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.client.sglang import SGLangBackend
-from harness.embedded import SCALE_LABEL, EmbeddedServer, embedded_server
+import pandas as pd
+
+from harness.client.detect import make_backend
+from harness.client.prometheus import accept_length_from_counters, counter_delta
+from harness.embedded import DEFAULT_PROFILE, SCALE_LABEL, EmbeddedServer, embedded_server
+from harness.profiles import Profile, load_profile
 from harness.records import load_requests
 from harness.rundir import RunDir, new_run_id
-from harness.runner import Backend, RunOptions, execute, snapshot_server
+from harness.runner import Backend, RunAborted, RunOptions, execute, snapshot_server
 from workloads import Workload
+
+ENGINE_BACKEND = {"sglang": "sglang", "vllm": "openai"}
 
 
 @dataclass(frozen=True)
 class Target:
-    """Where requests go: an attached server, or the embedded one this process started."""
+    """Where requests go: an attached server, or one this process started from a profile."""
 
     base_url: str
+    profile: Profile | None = None
     embedded: EmbeddedServer | None = None
 
     @property
+    def reduced(self) -> bool:
+        return self.embedded is not None and self.embedded.testbed_model
+
+    @property
     def scale(self) -> str:
-        return SCALE_LABEL if self.embedded else "as configured"
+        return SCALE_LABEL if self.reduced else "as configured"
+
+    @property
+    def model_dir(self) -> Path | None:
+        return self.embedded.model_dir if self.embedded else None
 
 
 @contextmanager
-def target_server(server_url: str | None) -> Iterator[Target]:
-    """Attach to `server_url`, or start (and always stop) the embedded test-bed server."""
+def target_server(server_url: str | None, profile_name: str | None = None,
+                  model_dir: Path | None = None) -> Iterator[Target]:
+    """Attach to `server_url`, or start (and always stop) a server from a profile.
+
+    No server and no profile: the embedded default (local SGLang on CPU, tiny model). A profile
+    with `server_url` starts nothing; it only states what that server must be running.
+    """
+    profile = load_profile(profile_name) if profile_name else None
     if server_url:
-        yield Target(base_url=server_url.rstrip("/"))
+        yield Target(base_url=server_url.rstrip("/"), profile=profile)
         return
-    print(f"no --server given: starting the embedded default ({SCALE_LABEL})", file=sys.stderr, flush=True)
-    with embedded_server() as embedded:
-        yield Target(base_url=embedded.base_url, embedded=embedded)
+    profile = profile or load_profile(DEFAULT_PROFILE)
+    if model_dir is None:
+        print(f"no --server given: starting profile {profile.name} with the test-bed model ({SCALE_LABEL})",
+              file=sys.stderr, flush=True)
+    with embedded_server(profile.name, model_dir=model_dir) as embedded:
+        yield Target(base_url=embedded.base_url, profile=profile, embedded=embedded)
 
 
-def backend_for(name: str) -> Backend:
-    return SGLangBackend()
+def backend_for(target: Target, name: str, chat: bool = False, model: str | None = None) -> Backend:
+    """The client for the target: named, detected (`auto`), or implied by the launched profile."""
+    if name == "auto" and target.embedded is not None:
+        name = ENGINE_BACKEND[target.embedded.engine]
+    return make_backend(name, target.base_url, chat=chat, model=model)
 
 
 def run_workload(
@@ -54,39 +81,70 @@ def run_workload(
     make_workload: Callable[[dict[str, Any]], Workload],
     options: RunOptions,
     results_root: Path,
-    extra_manifest: dict[str, Any] | None = None,
+    guard: bool = True,
 ) -> RunDir:
-    """Snapshot the server, build the workload, record every request, then finalize and check."""
+    """Snapshot the server, guard it, build the workload, record every request, then check."""
+    from harness.preflight import startup_guard  # profiles and guard matter only with a profile
+
     snapshot = snapshot_server(backend, target.base_url)
+    profile = target.profile
+    guard_record: dict[str, Any] | None = None
+    if profile is not None:
+        guard_record = ({"skipped": "--no-guard"} if not guard else
+                        startup_guard(profile, backend, target.base_url, snapshot, target.model_dir).to_dict())
     workload = make_workload(snapshot)
     spec = workload.spec()
     manifest = {
         "workload": spec, "sampling": spec.get("sampling"), "server_url": target.base_url,
         "backend": backend.name, "scale": target.scale, "server": snapshot,
-        "embedded_server": None if target.embedded is None else {
+        "profile": profile.to_dict() if profile else None, "guard": guard_record,
+        "launched_server": None if target.embedded is None else {
             "profile": target.embedded.profile, "model_dir": str(target.embedded.model_dir)},
         "options": {"warmup": options.warmup, "concurrency": options.concurrency,
                     "request_timeout_s": options.request_timeout_s},
-        **(extra_manifest or {}),
     }
     run = RunDir.create(results_root, new_run_id(workload.name), manifest)
     try:
         execute(backend, options, workload, run)
     finally:
-        _after_run(run, target, flag_cache_hits=bool(spec.get("requires_uncached_prompts")))
+        _after_run(run, target)
+    _post_run_guard(run, guard=guard and profile is not None)
     return run
 
 
-def _after_run(run: RunDir, target: Target, flag_cache_hits: bool) -> None:
-    """Facts only known once requests are on disk: stream mode, prefix-cache hits, server log."""
+def _after_run(run: RunDir, target: Target) -> None:
+    """Facts only known once requests are on disk: stream mode, prefix-cache hits, counters, log."""
     frame = load_requests(run.path)
     modes = sorted(set(frame["stream_mode"]) - {"unknown"}) or ["unknown"]
     cached = frame["cached_tokens"].fillna(0)
     hits = int((cached > 0).sum())
-    run.update(stream_mode=modes[0] if len(modes) == 1 else "mixed", prefix_cache_hits=hits)
-    if hits and flag_cache_hits:
+    run.update(stream_mode=modes[0] if len(modes) == 1 else "mixed", prefix_cache_hits=hits,
+               server_counters=_counter_summary(run.manifest.get("server_counters") or {}))
+    if hits and run.manifest["workload"].get("requires_uncached_prompts"):
         print(f"WARNING: the prefix cache served {int(cached.sum())} prompt tokens across {hits} of "
               f"{len(frame)} requests: prefill was not measured in full (see cached_tokens)",
               file=sys.stderr, flush=True)
     if target.embedded and target.embedded.log_path.exists():
         shutil.copy(target.embedded.log_path, run.path / "server.log")
+
+
+def _counter_summary(counters: dict[str, Any]) -> dict[str, Any]:
+    """Counter readings before and after the measured requests, their delta and accept length."""
+    before, after = counters.get("before"), counters.get("after")
+    if not before or not after:
+        return counters
+    delta = counter_delta(before, after)
+    return {**counters, "delta": delta, "accept_length": accept_length_from_counters(delta)}
+
+
+def _post_run_guard(run: RunDir, guard: bool) -> None:
+    """With a profile, a synthetic run whose prompts hit the prefix cache fails after the fact."""
+    from harness.preflight import prefix_cache_report
+
+    if not guard or not run.manifest["workload"].get("requires_uncached_prompts"):
+        return
+    cached = [None if pd.isna(value) else int(value) for value in load_requests(run.path)["cached_tokens"]]
+    report = prefix_cache_report(cached)
+    run.update(guard={**(run.manifest.get("guard") or {}), "post_run": report.to_dict()})
+    if not report.ok:
+        raise RunAborted(f"run {run.path.name} fails the guard: {report.failures[0].message}")

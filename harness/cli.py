@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -18,7 +19,14 @@ app.add_typer(run_app, name="run")
 
 ServerOpt = Annotated[Optional[str], typer.Option(
     "--server", help="Base URL of a running server (e.g. http://127.0.0.1:30000). "
-                     "Omitted: start the embedded CPU test-bed server at reduced scale.")]
+                     "Omitted: start --profile (default: the embedded CPU test bed, reduced scale).")]
+ProfileOpt = Annotated[Optional[str], typer.Option(
+    help="Server profile (see `sparkbench profiles`): what the server must run; launched when no --server.")]
+ModelOpt = Annotated[Optional[Path], typer.Option(help="Model folder to serve when launching a profile "
+                                                       "(default: the test bed's tiny model).")]
+GuardOpt = Annotated[bool, typer.Option("--guard/--no-guard", help="Check the server against the profile first.")]
+BackendOpt = Annotated[str, typer.Option(help="sglang (native /generate), openai (/v1/completions) or auto.")]
+ServedModelOpt = Annotated[Optional[str], typer.Option(help="Model name for the OpenAI API (default: the first listed).")]
 WarmupOpt = Annotated[int, typer.Option(min=0, help="Warm-up requests before measuring (not recorded).")]
 ConcurrencyOpt = Annotated[int, typer.Option(min=1, help="Requests in flight at once (1 = batch 1, as published).")]
 ResultsOpt = Annotated[Path, typer.Option(help="Folder that receives results/<run_id>/.")]
@@ -26,11 +34,40 @@ TimeoutOpt = Annotated[float, typer.Option(min=1.0, help="Seconds a request may 
 ProgressOpt = Annotated[bool, typer.Option(help="Show the progress bar.")]
 
 
-def _options(base_url: str, warmup: int, concurrency: int, timeout: float, progress: bool):
-    from harness.runner import RunOptions
+@dataclass(frozen=True)
+class Common:
+    """The options every workload command shares."""
 
-    return RunOptions(base_url=base_url, warmup=warmup, concurrency=concurrency,
-                      request_timeout_s=timeout, show_progress=progress)
+    server: str | None
+    profile: str | None
+    model: Path | None
+    guard: bool
+    backend: str
+    served_model: str | None
+    warmup: int
+    concurrency: int
+    results: Path
+    request_timeout: float
+    progress: bool
+
+    def options(self, base_url: str):
+        from harness.runner import RunOptions
+
+        return RunOptions(base_url=base_url, warmup=self.warmup, concurrency=self.concurrency,
+                          request_timeout_s=self.request_timeout, show_progress=self.progress)
+
+
+def _run(common: Common, build, chat: bool = False) -> None:
+    """Start or attach to the server, then build the workload (`build(reduced)`) and run it."""
+    from harness.bench import backend_for, run_workload, target_server
+    from harness.tables import print_run_summary
+
+    with target_server(common.server, common.profile, common.model) as target:
+        backend = backend_for(target, common.backend, chat=chat, model=common.served_model)
+        make = build(target.reduced)
+        run = run_workload(target, backend, make, common.options(target.base_url), common.results,
+                           guard=common.guard)
+    print_run_summary(run.path)
 
 
 @run_app.command("synthetic")
@@ -41,27 +78,22 @@ def run_synthetic(
     output_tokens: Annotated[Optional[int], typer.Option(min=1, help="Generated tokens per request [2048; embedded: 512].")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the prompt bodies.")] = 0,
     salt: Annotated[Optional[int], typer.Option(help="Seed of the distinct first tokens (default: fresh per run, recorded).")] = None,
-    tokenizer: Annotated[Optional[Path], typer.Option(help="Local tokenizer folder of the served model (default: the server's tokenizer_path).")] = None,
-    warmup: WarmupOpt = 1,
-    concurrency: ConcurrencyOpt = 1,
-    results: ResultsOpt = Path("results"),
-    request_timeout: TimeoutOpt = 900.0,
-    progress: ProgressOpt = True,
+    tokenizer: Annotated[Optional[Path], typer.Option(help="Local tokenizer folder of the served model (default: the server's).")] = None,
+    profile: ProfileOpt = None, model: ModelOpt = None, guard: GuardOpt = True,
+    backend: BackendOpt = "auto", served_model: ServedModelOpt = None,
+    warmup: WarmupOpt = 1, concurrency: ConcurrencyOpt = 1, results: ResultsOpt = Path("results"),
+    request_timeout: TimeoutOpt = 900.0, progress: ProgressOpt = True,
 ) -> None:
     """Synthetic decode: random-token prompts, fixed output length, greedy, ignore_eos."""
-    from harness.bench import backend_for, run_workload, target_server
-    from harness.tables import print_run_summary
     from workloads.synthetic import make_synthetic
 
-    with target_server(server) as target:
-        reduced = target.embedded is not None
-        make = make_synthetic(num_prompts=num_prompts or (8 if reduced else 10),
-                              input_tokens=input_tokens or (8192 if reduced else 32768),
-                              output_tokens=output_tokens or (512 if reduced else 2048),
-                              seed=seed, salt=salt, tokenizer=tokenizer)
-        run = run_workload(target, backend_for("sglang"), make,
-                           _options(target.base_url, warmup, concurrency, request_timeout, progress), results)
-    print_run_summary(run.path)
+    common = Common(server, profile, model, guard, backend, served_model, warmup, concurrency, results,
+                    request_timeout, progress)
+    _run(common, lambda reduced: make_synthetic(
+        num_prompts=num_prompts or (8 if reduced else 10),
+        input_tokens=input_tokens or (8192 if reduced else 32768),
+        output_tokens=output_tokens or (512 if reduced else 2048),
+        seed=seed, salt=salt, tokenizer=tokenizer or model))
 
 
 @run_app.command("gsm8k")
@@ -79,27 +111,26 @@ def run_gsm8k(
     top_k: Annotated[int, typer.Option(help="Top-k sampling, -1 off [published: 29].")] = 29,
     max_new_tokens: Annotated[Optional[int], typer.Option(min=1, help="Token cap per answer [32768; embedded: 128].")] = None,
     base_seed: Annotated[int, typer.Option(help="Request seed = base seed + question index.")] = 0,
-    warmup: WarmupOpt = 1,
-    concurrency: ConcurrencyOpt = 1,
-    results: ResultsOpt = Path("results"),
-    request_timeout: TimeoutOpt = 900.0,
-    progress: ProgressOpt = True,
+    profile: ProfileOpt = None, model: ModelOpt = None, guard: GuardOpt = True,
+    backend: BackendOpt = "auto", served_model: ServedModelOpt = None,
+    warmup: WarmupOpt = 1, concurrency: ConcurrencyOpt = 1, results: ResultsOpt = Path("results"),
+    request_timeout: TimeoutOpt = 900.0, progress: ProgressOpt = True,
 ) -> None:
     """GSM8K: five-shot chain-of-thought, published sampling; accuracy and speed from the same requests."""
-    from harness.bench import backend_for, run_workload, target_server
-    from harness.tables import print_run_summary
     from workloads.gsm8k import GSM8KWorkload
 
-    with target_server(server) as target:
-        reduced = target.embedded is not None
+    common = Common(server, profile, model, guard, backend, served_model, warmup, concurrency, results,
+                    request_timeout, progress)
+
+    def build(reduced: bool):
         workload = GSM8KWorkload(
             limit=limit if limit is not None else (20 if reduced else None), offset=offset, shuffle=shuffle,
             shuffle_seed=shuffle_seed, shot_seed=shot_seed, chat=chat, source=source, temperature=temperature,
             top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens or (128 if reduced else 32768),
             base_seed=base_seed)
-        run = run_workload(target, backend_for("sglang"), lambda snapshot: workload,
-                           _options(target.base_url, warmup, concurrency, request_timeout, progress), results)
-    print_run_summary(run.path)
+        return lambda snapshot: workload
+
+    _run(common, build, chat=chat)
 
 
 @app.command("summarize")
@@ -108,6 +139,53 @@ def summarize(run_dir: Annotated[Path, typer.Argument(help="A run directory unde
     from harness.tables import print_run_summary
 
     print_run_summary(run_dir, full=True)
+
+
+@app.command("profiles")
+def profiles() -> None:
+    """List the server profiles and what each one checks."""
+    from harness.profiles import list_profiles
+
+    for profile in list_profiles():
+        checks = ", ".join(sorted(profile.expect)) or "nothing"
+        canary = f"; canary: accept length > {profile.canary.min_accept_length}" if profile.canary else ""
+        print(f"{profile.name}  [{profile.engine}]\n    {profile.description}\n    checks: {checks}{canary}")
+
+
+@app.command("serve")
+def serve(
+    profile: Annotated[str, typer.Option(help="Server profile to launch (see `sparkbench profiles`).")] = "cpu-testbed",
+    model: ModelOpt = None,
+) -> None:
+    """Launch a server from a profile, wait until it is healthy, and keep it up until Ctrl-C."""
+    from harness.embedded import embedded_server
+
+    with embedded_server(profile, model_dir=model, log_name=f"serve-{profile}") as server:
+        print(f"{server.profile} ({server.engine}) serving {server.model_dir} at {server.base_url}; "
+              f"log {server.log_path}; Ctrl-C stops it", flush=True)
+        try:
+            signal.pause()
+        except KeyboardInterrupt:
+            pass
+
+
+@app.command("check")
+def check(
+    profile: Annotated[str, typer.Option(help="Profile the server must be running.")],
+    server: Annotated[str, typer.Option(help="Base URL of the running server.")],
+    backend: BackendOpt = "auto",
+    model: ModelOpt = None,
+) -> None:
+    """Run the configuration guard alone against a running server; exit 0 only if every check passes."""
+    from harness.bench import backend_for, target_server
+    from harness.preflight import startup_guard
+    from harness.runner import snapshot_server
+
+    with target_server(server, profile) as target:
+        client = backend_for(target, backend)
+        report = startup_guard(target.profile, client, target.base_url, snapshot_server(client, target.base_url),
+                               model)
+    print("\n".join(report.format_lines()))
 
 
 def _terminate_as_interrupt(signum, frame) -> None:

@@ -1,7 +1,8 @@
-"""The embedded default server: a local SGLang on CPU serving the test bed's tiny model.
+"""Servers this process starts from a profile: the embedded default and `--profile` launches.
 
-Used when no `--server` is given, and by the end-to-end tests. Its numbers describe a 2-layer
-random model on a CPU, so everything it produces is labelled as the reduced-scale test bed.
+With no `--server`, the embedded default is a local SGLang on CPU serving the test bed's tiny
+model. Its numbers describe a 2-layer random model on a CPU, so everything it produces is
+labelled as the reduced-scale test bed. Any profile can be launched the same way with a real model.
 """
 
 from __future__ import annotations
@@ -16,28 +17,41 @@ from harness.testbed.envs import TESTBED_DIR, cache_root, ensure_model, env_pyth
 
 STANDIN_DIR = TESTBED_DIR / "sgl_kernel_cpu"
 DEFAULT_PROFILE = "cpu-testbed"
-SCALE_LABEL = "REDUCED SCALE: embedded CPU test bed (tiny random model on SGLang CPU), not the published shape"
+SCALE_LABEL = "REDUCED SCALE: embedded CPU test bed (tiny random model), not the published shape"
 
 
 @dataclass(frozen=True)
 class EmbeddedServer:
     base_url: str
     profile: str
+    engine: str
     model_dir: Path
     log_path: Path
+    testbed_model: bool  # serving the tiny random model: numbers are reduced-scale by nature
+
+
+def _engine_env(engine: str) -> dict[str, str]:
+    """Engine settings that keep the launch inside our cache and off the user's home folders."""
+    if engine == "vllm":
+        return {"VLLM_CACHE_ROOT": str(cache_root() / "vllm-compile-cache")}
+    return {}
 
 
 @contextmanager
-def embedded_server(profile_name: str = DEFAULT_PROFILE, log_name: str = "server") -> Iterator[EmbeddedServer]:
-    """Start the test-bed server from a profile, yield its facts, and always stop it."""
+def embedded_server(profile_name: str = DEFAULT_PROFILE, model_dir: Path | None = None,
+                    log_name: str = "server") -> Iterator[EmbeddedServer]:
+    """Start a server from a profile (default model: the tiny test-bed model), always stop it."""
     from harness.profiles import launch_spec, load_profile  # attaching to a server needs no profiles
 
     profile = load_profile(profile_name)
-    model = ensure_model()
+    model = Path(model_dir) if model_dir else ensure_model()
     port = free_port()
     spec = launch_spec(profile, model_dir=model, port=port, env_python=env_python(profile.engine),
                        standin_dir=STANDIN_DIR)
+    spec = type(spec)(argv=spec.argv, env={**_engine_env(profile.engine), **spec.env},
+                      health_path=spec.health_path, ready_timeout_s=spec.ready_timeout_s)
     base_url = f"http://127.0.0.1:{port}"
     log_path = cache_root() / "logs" / f"{log_name}-{port}.log"
     with ManagedServer(spec, base_url, log_path):
-        yield EmbeddedServer(base_url=base_url, profile=profile.name, model_dir=model, log_path=log_path)
+        yield EmbeddedServer(base_url=base_url, profile=profile.name, engine=profile.engine, model_dir=model,
+                             log_path=log_path, testbed_model=model_dir is None)

@@ -30,6 +30,8 @@ class Backend(Protocol):
 
     def snapshot(self, http: httpx.Client, base_url: str) -> dict[str, Any]: ...
 
+    async def counters(self, http: httpx.AsyncClient, base_url: str) -> dict[str, float] | None: ...
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -102,7 +104,11 @@ async def _drive(backend, options, warmups, prompts, run: RunDir, writer, progre
     limits = httpx.Limits(max_connections=options.concurrency, max_keepalive_connections=options.concurrency)
     async with httpx.AsyncClient(timeout=timeout, limits=limits) as http:
         await _warm_up(http, backend, options, warmups)
+        # Server-side counters bracket the measured requests only (never warm-up or earlier runs).
+        run.update(server_counters={"before": await backend.counters(http, options.base_url)})
         await _measure(http, backend, options, prompts, run, writer, progress)
+        run.update(server_counters={**run.manifest["server_counters"],
+                                    "after": await backend.counters(http, options.base_url)})
 
 
 def _first_cause(exc: BaseException) -> BaseException:

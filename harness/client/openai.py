@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from harness.client.base import MalformedStream, ServerHTTPError, StreamResult
-from harness.client.prometheus import SPEC_COUNTER_PREFIX, parse_metrics, scrape
+from harness.client.prometheus import SPEC_COUNTER_PREFIX, parse_metrics, scrape, spec_decode_counters
 from harness.client.sse import DONE, post_sse
 from harness.errors import SparkbenchError
 from harness.spec import Prompt, SamplingParams
@@ -237,3 +237,8 @@ class OpenAIBackend:
         metrics_text = scrape(http, base_url)
         facts["metrics_text_keys"] = spec_counter_names(metrics_text) if metrics_text is not None else []
         return facts
+
+    async def counters(self, http: httpx.AsyncClient, base_url: str) -> dict[str, float] | None:
+        """vLLM's speculative counters now (drafts, draft_tokens, accepted_tokens); None without /metrics."""
+        resp = await http.get(f"{base_url}/metrics")
+        return spec_decode_counters(resp.text) if resp.status_code == 200 else None

@@ -112,6 +112,11 @@ class SGLangBackend:
         return {"server_info": _get_json(http, base_url, "/server_info", "/get_server_info"),
                 "model_info": _get_json(http, base_url, "/model_info", "/get_model_info")}
 
+    async def counters(self, http: httpx.AsyncClient, base_url: str) -> None:
+        """None: SGLang reports speculative statistics per request in meta_info, which is what we use
+        (its running average in /server_info includes warm-up and earlier runs)."""
+        return None
+
 
 def _get_json(http: httpx.Client, base_url: str, *paths: str) -> dict[str, Any]:
     """GET the first of `paths` that the server serves (newer names first, then older ones)."""

@@ -33,6 +33,9 @@ class ScriptedBackend:
     def snapshot(self, http, base_url):
         return {}
 
+    async def counters(self, http, base_url):
+        return {"drafts": float(len(self.sent))}
+
 
 class ListWorkload:
     name = "list"
@@ -72,7 +75,10 @@ def test_complete_run_records_measured_prompts_only(tmp_path, concurrency):
     table = load_requests(run.path)
     assert sorted(table["prompt_id"]) == ["p0", "p1", "p2", "p3", "p4"]
     assert (run.path / "requests.parquet").exists()
-    assert _manifest(tmp_path)["status"] == "complete"
+    manifest = _manifest(tmp_path)
+    assert manifest["status"] == "complete"
+    # Counters are read after the two warm-up requests and after the five measured ones.
+    assert manifest["server_counters"] == {"before": {"drafts": 2.0}, "after": {"drafts": 7.0}}
 
 
 def test_server_gone_mid_run_is_interrupted_with_finished_records(tmp_path):

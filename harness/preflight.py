@@ -1,0 +1,78 @@
+"""The configuration guard against a live server: facts, canary request, and post-run checks.
+
+`harness.guard` holds the pure checks; this module gathers what they read from the running server
+(its snapshot, the checkpoint's config, one short greedy canary request) and runs them before any
+measured request, so a server that is not running the configuration under test is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from harness.errors import SparkbenchError
+from harness.guard import GuardReport, check_canary, check_prefix_cache, check_startup, vllm_server_facts
+from harness.metrics.speculative import speculation
+from harness.profiles import Profile
+from harness.runner import Backend
+from harness.spec import Prompt, SamplingParams
+
+# Counting repeats itself, so any working drafter (MTP, EAGLE, n-gram) gets drafts accepted on it.
+CANARY_TEXT = " ".join(str(i % 10) for i in range(200))
+CANARY_TOKENS = 64
+
+
+class GuardFailed(SparkbenchError):
+    """The server does not run the configuration under test; nothing was measured."""
+
+
+def server_facts(profile: Profile, snapshot: dict[str, Any]) -> dict[str, Any]:
+    """The flat facts the checks read: SGLang's /server_info, or vLLM's launch flags and version."""
+    if profile.engine == "sglang":
+        return snapshot.get("server_info", {})
+    version = (snapshot.get("version") or {}).get("version")
+    return vllm_server_facts(profile.launch.args, version)
+
+
+def model_config(model_dir: str | Path | None) -> dict[str, Any]:
+    """The checkpoint's config.json when the model folder is on this machine, else {}."""
+    if not model_dir:
+        return {}
+    path = Path(model_dir) / "config.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def canary_accept_length(backend: Backend, base_url: str) -> float | None:
+    """Send one short greedy request and read its accept length (None: no speculative statistics)."""
+    prompt = Prompt("canary", SamplingParams(max_new_tokens=CANARY_TOKENS, temperature=0.0, ignore_eos=True),
+                    text=CANARY_TEXT)
+
+    async def send():
+        async with httpx.AsyncClient(timeout=httpx.Timeout(300.0, connect=10.0)) as http:
+            return await backend.send(http, base_url, prompt)
+
+    result = asyncio.run(send())
+    accept = speculation(result.meta, backend.name, float(result.completion_tokens or 0))["accept_length"]
+    return None if accept != accept else accept  # NaN: the server reported no speculation
+
+
+def startup_guard(profile: Profile, backend: Backend, base_url: str, snapshot: dict[str, Any],
+                  model_dir: str | Path | None) -> GuardReport:
+    """Every check that must pass before measuring; raises GuardFailed with one line per failure."""
+    facts = server_facts(profile, snapshot)
+    model_dir = model_dir or facts.get("model_path")
+    report = check_startup(profile, facts, profile.launch.env, model_config(model_dir))
+    if profile.expects_speculation:
+        report.extend(check_canary(profile, canary_accept_length(backend, base_url)))
+    if not report.ok:
+        lines = "\n".join(f"  {finding.check}: {finding.message}" for finding in report.failures)
+        raise GuardFailed(f"server at {base_url} does not run profile {profile.name}; nothing measured:\n{lines}")
+    return report
+
+
+def prefix_cache_report(cached_tokens: list[int | None]) -> GuardReport:
+    return GuardReport(check_prefix_cache(cached_tokens))
