@@ -58,13 +58,13 @@ class Common:
 
 
 def _run(common: Common, build, chat: bool = False) -> None:
-    """Start or attach to the server, then build the workload (`build(reduced)`) and run it."""
+    """Start or attach to the server, then build the workload (`build(target)`) and run it."""
     from harness.bench import backend_for, run_workload, target_server
     from harness.tables import print_run_summary
 
     with target_server(common.server, common.profile, common.model) as target:
         backend = backend_for(target, common.backend, chat=chat, model=common.served_model)
-        make = build(target.reduced)
+        make = build(target)
         run = run_workload(target, backend, make, common.options(target.base_url), common.results,
                            guard=common.guard)
     print_run_summary(run.path)
@@ -89,11 +89,11 @@ def run_synthetic(
 
     common = Common(server, profile, model, guard, backend, served_model, warmup, concurrency, results,
                     request_timeout, progress)
-    _run(common, lambda reduced: make_synthetic(
-        num_prompts=num_prompts or (8 if reduced else 10),
-        input_tokens=input_tokens or (8192 if reduced else 32768),
-        output_tokens=output_tokens or (512 if reduced else 2048),
-        seed=seed, salt=salt, tokenizer=tokenizer or model))
+    _run(common, lambda target: make_synthetic(
+        num_prompts=num_prompts or (8 if target.reduced else 10),
+        input_tokens=input_tokens or (8192 if target.reduced else 32768),
+        output_tokens=output_tokens or (512 if target.reduced else 2048),
+        seed=seed, salt=salt, tokenizer=tokenizer or target.model_dir))
 
 
 @run_app.command("gsm8k")
@@ -122,7 +122,8 @@ def run_gsm8k(
     common = Common(server, profile, model, guard, backend, served_model, warmup, concurrency, results,
                     request_timeout, progress)
 
-    def build(reduced: bool):
+    def build(target):
+        reduced = target.reduced
         workload = GSM8KWorkload(
             limit=limit if limit is not None else (20 if reduced else None), offset=offset, shuffle=shuffle,
             shuffle_seed=shuffle_seed, shot_seed=shot_seed, chat=chat, source=source, temperature=temperature,

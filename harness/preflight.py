@@ -35,7 +35,9 @@ def server_facts(profile: Profile, snapshot: dict[str, Any]) -> dict[str, Any]:
     if profile.engine == "sglang":
         return snapshot.get("server_info", {})
     version = (snapshot.get("version") or {}).get("version")
-    return vllm_server_facts(profile.launch.args, version)
+    served = (snapshot.get("models") or {}).get("data") or [{}]
+    # vLLM lists the checkpoint folder it serves as the model's `root`.
+    return {**vllm_server_facts(profile.launch.args, version), "model_path": served[0].get("root")}
 
 
 def model_config(model_dir: str | Path | None) -> dict[str, Any]:

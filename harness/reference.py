@@ -1,0 +1,100 @@
+"""The published DGX Spark figures (results/reference/), in the run-summary schema.
+
+The gains the sources quote are recomputed here from the stored figures, so a typo in the CSV shows
+up as a gain that no longer matches the publication (tests/unit/test_reference.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from harness.metrics.schema import SUMMARY_COLUMNS
+from harness.rundir import REPO_ROOT
+
+REFERENCE_CSV = REPO_ROOT / "results" / "reference" / "published_dgx_spark.csv"
+# The ablation ladder on the synthetic workload: each step adds one mechanism to the one before.
+LADDER = [
+    ("published-baseline", "baseline\n(FlashInfer MoE, FP32 head)"),
+    ("published-humming", "+ Humming\nMoE kernels"),
+    ("published-humming-fp8head", "+ FP8\nLM head"),
+    ("published-all-three", "+ MTP (NEXTN)\nspeculation"),
+]
+THROUGHPUT = ("decode_throughput_aggregate", "value")
+
+
+def load_reference(path: Path = REFERENCE_CSV) -> pd.DataFrame:
+    """The published figures: columns SUMMARY_COLUMNS, one row per figure."""
+    table = pd.read_csv(path)
+    if list(table.columns) != list(SUMMARY_COLUMNS):
+        raise ValueError(f"{path}: columns {list(table.columns)}, expected {list(SUMMARY_COLUMNS)}")
+    return table
+
+
+def published(reference: pd.DataFrame, run_id: str, workload: str, metric: str, stat: str) -> float:
+    """One stored figure; KeyError when the sources give none."""
+    rows = reference[(reference["run_id"] == run_id) & (reference["workload"] == workload)
+                     & (reference["metric"] == metric) & (reference["stat"] == stat)]
+    if len(rows) != 1:
+        raise KeyError(f"no single published {metric}/{stat} for {run_id} on {workload}")
+    return float(rows["value"].iloc[0])
+
+
+def ladder(reference: pd.DataFrame | None = None) -> list[tuple[str, str, float]]:
+    """(run_id, step label, synthetic decode throughput in tok/s) for each step of the ladder."""
+    reference = load_reference() if reference is None else reference
+    return [(run_id, label, published(reference, run_id, "synthetic", *THROUGHPUT)) for run_id, label in LADDER]
+
+
+def published_gains(reference: pd.DataFrame | None = None) -> dict[str, float]:
+    """The quoted gains, in percent, recomputed from the stored figures as `(new / old - 1) * 100`:
+
+    - synthetic_all_three: decode throughput, all three vs baseline (quoted 185.1%);
+    - gsm8k_all_three: decode throughput, all three vs baseline on GSM8K (quoted 42.5%);
+    - humming: synthetic TPOT, baseline over Humming, `27.71 / 25.35` (quoted 9.3%);
+    - fp8_head: synthetic decode throughput, FP8 head on Humming vs Humming alone (quoted 11.4%);
+    - mtp: synthetic decode throughput, MTP on top of Humming and FP8 head (not quoted).
+    """
+    ref = load_reference() if reference is None else reference
+
+    def gain(new: float, old: float) -> float:
+        return (new / old - 1) * 100
+
+    def tput(run_id: str, workload: str = "synthetic") -> float:
+        return published(ref, run_id, workload, *THROUGHPUT)
+
+    return {
+        "synthetic_all_three": gain(tput("published-all-three"), tput("published-baseline")),
+        "gsm8k_all_three": gain(tput("published-all-three", "gsm8k"), tput("published-baseline", "gsm8k")),
+        "humming": gain(published(ref, "published-baseline", "synthetic", "tpot_ms", "mean"),
+                        published(ref, "published-humming", "synthetic", "tpot_ms", "mean")),
+        "fp8_head": gain(tput("published-humming-fp8head"), tput("published-humming")),
+        "mtp": gain(tput("published-all-three"), tput("published-humming-fp8head")),
+    }
+
+
+def reference_table(run_summaries: Sequence[pd.DataFrame], reference: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Measured runs beside the published figures.
+
+    One row per published (workload, metric, stat, unit) of the workloads the runs measured (all
+    workloads when no run is given); one column per published configuration, then one per run
+    (its run summary's value for the same metric and stat; empty where the run has none).
+    """
+    ref = load_reference() if reference is None else reference
+    runs = pd.concat(list(run_summaries), ignore_index=True) if run_summaries else ref.iloc[:0]
+    workloads = set(runs["workload"]) or set(ref["workload"])
+    ref = ref[ref["workload"].isin(workloads)]
+    keys = ["workload", "metric", "stat", "unit"]
+    measured = runs.merge(ref[keys].drop_duplicates(), on=keys)
+    both = pd.concat([ref, measured], ignore_index=True)
+    table = both.pivot_table(index=keys, columns="run_id", values="value", aggfunc="first", sort=False)
+    order = list(dict.fromkeys(ref["run_id"])) + list(dict.fromkeys(measured["run_id"]))
+    return table.reindex(columns=order)
+
+
+def format_reference_table(table: pd.DataFrame) -> str:
+    """reference_table as text for a terminal (6 significant digits, blanks where no figure)."""
+    with pd.option_context("display.width", 200, "display.max_columns", 50):
+        return table.to_string(float_format=lambda v: f"{v:.6g}", na_rep="")

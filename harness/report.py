@@ -1,0 +1,208 @@
+"""The report of one or more runs: a self-contained HTML file and a Markdown twin.
+
+`build_report` writes `report.html` (figures embedded as base64 PNG, styles inline, no external
+file), `report.md` (figures linked relatively from `plots/`) and the figures themselves. Every
+string that comes from a run (model output, server strings, workload spec, run ids) is escaped
+with html.escape before it is written, in both files: a model output holding `<script>` shows as
+text and never runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from harness.compare import LoadedRun, compare_loaded, load_run, run_label
+from harness.plots import plot_all
+from harness.reference import reference_table
+from harness.tables import headline
+
+SAMPLE_OUTPUTS = 3  # model outputs shown per run
+SAMPLE_CHARS = 400
+CAPTIONS = {
+    "decode_throughput": "Decode throughput per run with 95% bootstrap intervals",
+    "latency_cdf": "End-to-end latency CDF per run, P50 and P95 marked",
+    "tpot_vs_output_length": "TPOT against output length, one point per request",
+    "accept_length": "Accept length per request (speculative decoding)",
+    "output_length": "Output length distribution per run",
+    "published_ladder": "Published ablation ladder (synthetic, DGX Spark)",
+}
+STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:auto;padding:1em}"
+         "table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:0.85em}"
+         "td,th{border:1px solid #bbb;padding:3px 6px;text-align:left;vertical-align:top}"
+         "th{background:#eee}pre{white-space:pre-wrap;margin:0}img{max-width:100%}"
+         ".scale{color:#a00000;font-weight:bold}")
+MD_SPECIAL = re.compile(r"([\\`*_\[\]#|~])")
+
+
+def manifest_facts(run: LoadedRun) -> dict[str, str]:
+    """The provenance a reader needs first, as strings (missing facts say so)."""
+    m = run.manifest
+    info = (m.get("server") or {}).get("server_info") or {}
+    sampling = m.get("sampling") or {}
+    return {
+        "run_id": m.get("run_id", ""), "status": str(m.get("status")), "scale": str(m.get("scale")),
+        "workload": m.get("workload", {}).get("name", ""), "requests recorded": str(m.get("requests_recorded")),
+        "server version": str(info.get("version", "not recorded")), "backend": str(m.get("backend")),
+        "server URL": str(m.get("server_url")), "model": str(info.get("model_path", "not recorded")),
+        "started / ended": f"{m.get('started_at')} / {m.get('ended_at')}",
+        "harness commit": str((m.get("git") or {}).get("commit")),
+        "sampling": json.dumps(sampling, sort_keys=True),
+        "workload spec": json.dumps(m.get("workload", {}), sort_keys=True),
+    }
+
+
+def comparison_view(comparison: pd.DataFrame) -> pd.DataFrame:
+    """The comparison as strings for reading: changes in percent (accuracy in points)."""
+    def pct(value: float, kind: str) -> str:
+        return "" if pd.isna(value) else f"{value * 100:+.1f}{'%' if kind == 'relative' else ' pp'}"
+
+    def num(value: float) -> str:
+        return "" if pd.isna(value) else f"{value:.4g}"
+
+    return pd.DataFrame({
+        "run": comparison["run_id"], "metric": comparison["metric"], "stat": comparison["stat"],
+        "value": comparison["value"].map(num), "unit": comparison["unit"],
+        "baseline": comparison["baseline_value"].map(num),
+        "change": [pct(v, k) for v, k in zip(comparison["change"], comparison["change_kind"])],
+        "95% CI": ["" if pd.isna(lo) else f"{pct(lo, k)} .. {pct(hi, k)}"
+                   for lo, hi, k in zip(comparison["ci95_low"], comparison["ci95_high"], comparison["change_kind"])],
+        "paired": comparison["paired"].map(lambda p: "" if pd.isna(p) else ("yes" if p else "no")),
+        "n": comparison["n"].astype(str), "McNemar p": comparison["p_value"].map(num),
+    })
+
+
+def headline_view(run: LoadedRun) -> pd.DataFrame:
+    """The run's headline summary (tables.headline) with numbers as strings."""
+    table = headline(run.summary).reset_index()
+    return table.apply(lambda col: col.map(lambda v: "" if pd.isna(v) else (f"{v:.4g}" if isinstance(v, float) else v)))
+
+
+def sample_outputs(run: LoadedRun) -> pd.DataFrame:
+    """The first requests' outputs, cut to SAMPLE_CHARS characters."""
+    rows = run.derived.head(SAMPLE_OUTPUTS)
+    return pd.DataFrame({
+        "prompt_id": rows["prompt_id"].astype(str), "completion_tokens": rows["completion_tokens"].astype(str),
+        "finish_reason": rows["finish_reason"].astype(str),
+        "output_text": rows["output_text"].fillna("").astype(str).str.slice(0, SAMPLE_CHARS),
+    })
+
+
+def reference_view(runs: Sequence[LoadedRun]) -> pd.DataFrame:
+    table = reference_table([r.summary for r in runs]).reset_index()
+    return table.apply(lambda col: col.map(lambda v: "" if pd.isna(v) else (f"{v:.6g}" if isinstance(v, float) else v)))
+
+
+# --- HTML -------------------------------------------------------------------------------------
+
+def html_table(frame: pd.DataFrame, pre_columns: Sequence[str] = ()) -> str:
+    """A table with every header and cell escaped; `pre_columns` keep their line breaks."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    body = []
+    for _, row in frame.iterrows():
+        cells = [f"<td><pre>{html.escape(str(v))}</pre></td>" if c in pre_columns else f"<td>{html.escape(str(v))}</td>"
+                 for c, v in row.items()]
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _facts_frame(run: LoadedRun) -> pd.DataFrame:
+    return pd.DataFrame(list(manifest_facts(run).items()), columns=["fact", "value"])
+
+
+def render_html(runs: Sequence[LoadedRun], comparison: pd.DataFrame, figures: Sequence[Path]) -> str:
+    parts = [f"<h1>sparkbench report: {len(runs)} run(s)</h1>",
+             f"<p>Generated {html.escape(datetime.now(timezone.utc).isoformat(timespec='seconds'))}. "
+             f"Baseline: {html.escape(str(comparison['baseline_run_id'].iloc[0]))}.</p>", "<h2>Runs</h2>"]
+    for run in runs:
+        parts += [f"<h3>{html.escape(run_label(run))}</h3>",
+                  f"<p class='scale'>scale: {html.escape(str(run.manifest.get('scale')))}</p>",
+                  html_table(_facts_frame(run), pre_columns=["value"])]
+    parts += ["<h2>Comparison against the baseline</h2>",
+              "<p>change = value / baseline - 1 (accuracy: difference in percentage points); 95% bootstrap "
+              "interval (accuracy: Agresti-Min interval, exact McNemar p); paired = requests matched by "
+              "prompt_id.</p>", html_table(comparison_view(comparison)),
+              "<h2>Published figures beside the runs</h2>", html_table(reference_view(runs))]
+    parts.append("<h2>Headline summary per run</h2>")
+    for run in runs:
+        parts += [f"<h3>{html.escape(run_label(run))}</h3>", html_table(headline_view(run))]
+    parts.append("<h2>Figures</h2>")
+    for png in (p for p in figures if p.suffix == ".png"):
+        data = base64.b64encode(png.read_bytes()).decode("ascii")
+        caption = html.escape(CAPTIONS.get(png.stem, png.stem))
+        parts.append(f"<figure><img alt='{caption}' src='data:image/png;base64,{data}'>"
+                     f"<figcaption>{caption}</figcaption></figure>")
+    parts.append("<h2>Sample outputs</h2>")
+    for run in runs:
+        parts += [f"<h3>{html.escape(run_label(run))}</h3>", html_table(sample_outputs(run), pre_columns=["output_text"])]
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>sparkbench report</title>"
+            f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>\n")
+
+
+# --- Markdown ---------------------------------------------------------------------------------
+
+def md_text(value: object) -> str:
+    """A string safe in a Markdown table cell: HTML-escaped, Markdown punctuation backslashed,
+    line breaks as spaces."""
+    text = html.escape(str(value), quote=False).replace("\r", " ").replace("\n", " ")
+    return MD_SPECIAL.sub(r"\\\1", text)
+
+
+def md_table(frame: pd.DataFrame) -> str:
+    lines = ["| " + " | ".join(md_text(c) for c in frame.columns) + " |",
+             "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(md_text(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def render_markdown(runs: Sequence[LoadedRun], comparison: pd.DataFrame, figures: Sequence[Path],
+                    out_dir: Path) -> str:
+    parts = [f"# sparkbench report: {len(runs)} run(s)",
+             f"Baseline: {md_text(comparison['baseline_run_id'].iloc[0])}.", "## Runs"]
+    for run in runs:
+        parts += [f"### {md_text(run_label(run))}", md_table(_facts_frame(run))]
+    parts += ["## Comparison against the baseline",
+              "change = value / baseline - 1 (accuracy: difference in percentage points); 95% bootstrap "
+              "interval (accuracy: Agresti-Min interval, exact McNemar p); paired = requests matched by prompt_id.",
+              md_table(comparison_view(comparison)), "## Published figures beside the runs",
+              md_table(reference_view(runs)), "## Headline summary per run"]
+    for run in runs:
+        parts += [f"### {md_text(run_label(run))}", md_table(headline_view(run))]
+    parts.append("## Figures")
+    for png in (p for p in figures if p.suffix == ".png"):
+        parts.append(f"![{md_text(CAPTIONS.get(png.stem, png.stem))}]({png.relative_to(out_dir).as_posix()})")
+    parts.append("## Sample outputs")
+    for run in runs:
+        parts += [f"### {md_text(run_label(run))}", md_table(sample_outputs(run))]
+    return "\n\n".join(parts) + "\n"
+
+
+def find_run_dirs(root: Path | str) -> list[Path]:
+    """Every run directory (a folder holding manifest.json) directly under root, sorted by name,
+    which begins with the run's start time."""
+    return sorted(path.parent for path in Path(root).glob("*/manifest.json"))
+
+
+def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str,
+                 baseline: Path | str | None = None) -> tuple[Path, Path]:
+    """Write report.html, report.md and plots/ into out_dir; return (html_path, md_path).
+
+    `baseline` is a run directory or run_id (default: the first run).
+    """
+    out_dir = Path(out_dir)
+    runs = [load_run(Path(d)) for d in run_dirs]
+    if baseline is not None and Path(baseline).is_dir():
+        baseline = load_run(Path(baseline)).run_id
+    comparison = compare_loaded(runs, baseline)
+    figures = plot_all(runs, out_dir / "plots")
+    html_path, md_path = out_dir / "report.html", out_dir / "report.md"
+    html_path.write_text(render_html(runs, comparison, figures), encoding="utf-8")
+    md_path.write_text(render_markdown(runs, comparison, figures, out_dir), encoding="utf-8")
+    return html_path, md_path

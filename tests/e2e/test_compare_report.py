@@ -1,0 +1,72 @@
+"""Two real synthetic runs against SGLang, compared (paired), reported, and analysed in the notebook."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import nbclient
+import nbformat
+import pandas as pd
+import pytest
+
+from harness.compare import compare_runs
+from harness.report import build_report
+from tests.e2e.conftest import only_run_dir, sparkbench
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "analysis.ipynb"
+PROMPTS, OUTPUT = 4, 16
+
+
+@pytest.fixture(scope="module")
+def two_runs(sglang_server, tmp_path_factory) -> list[Path]:
+    """The same tiny synthetic workload (seed 0) twice: the second run pairs with the first."""
+    dirs = []
+    for name in ("baseline", "candidate"):
+        results = tmp_path_factory.mktemp(name)
+        done = sparkbench("run", "synthetic", "--server", sglang_server.base_url,
+                          "--tokenizer", str(sglang_server.model_dir), "--num-prompts", str(PROMPTS),
+                          "--input-tokens", "512", "--output-tokens", str(OUTPUT), "--seed", "0",
+                          "--results", str(results), "--no-progress")
+        assert done.returncode == 0, done.stderr
+        dirs.append(only_run_dir(results))
+    return dirs
+
+
+def test_paired_comparison_intervals_contain_their_points(two_runs):
+    table = compare_runs(two_runs)
+    candidate = table[table["run_id"] == two_runs[1].name]
+    assert candidate["paired"].all() and (candidate["n"] == PROMPTS).all()
+    changes = candidate[candidate["change"].notna()]
+    assert {"decode_throughput_aggregate", "tpot_ms", "ttft_ms", "e2e_ms"} <= set(changes["metric"])
+    for row in changes.itertuples():
+        assert row.ci95_low <= row.change <= row.ci95_high, row
+        if row.stat != "length_matched":
+            assert math.isclose(row.change, row.value / row.baseline_value - 1, rel_tol=1e-9, abs_tol=1e-12)
+    tokens = candidate.set_index(["metric", "stat"]).loc[("completion_tokens", "mean")]
+    assert tokens["value"] == OUTPUT and tokens["change"] == 0
+    # Without speculation there is no accept length, rather than a made-up 1.0.
+    assert pd.isna(candidate.set_index("metric").loc["accept_length_token_weighted", "value"])
+
+
+def test_report_of_real_runs(two_runs, tmp_path):
+    html_path, md_path = build_report(two_runs, tmp_path / "report")
+    page = html_path.read_text(encoding="utf-8")
+    for run_dir in two_runs:
+        assert run_dir.name in page and run_dir.name in md_path.read_text(encoding="utf-8")
+    assert page.count("data:image/png;base64,") == 6
+    assert "0.5.23" in page  # the server version from the manifest
+    assert len(list((tmp_path / "report" / "plots").glob("*.svg"))) == 6
+
+
+def test_notebook_executes_against_the_runs(two_runs, monkeypatch):
+    monkeypatch.setenv("SPARKBENCH_RUNS", ":".join(str(d) for d in two_runs))
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    nbclient.NotebookClient(notebook, kernel_name="python3", timeout=300,
+                            resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    streams = "".join(out.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
+                      for out in cell.outputs)
+    assert "paired by prompt_id" in streams and "published-all-three" in streams
+    images = [out for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs
+              if "image/png" in out.get("data", {})]
+    assert len(images) == 6

@@ -1,0 +1,51 @@
+"""The configuration guard against real servers: passes what runs, refuses what does not."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e.conftest import launched, only_run_dir, sparkbench, synthetic_args
+
+
+def test_local_profile_passes_and_is_recorded(sglang_server, tmp_path):
+    done = sparkbench(*synthetic_args(sglang_server, tmp_path, 2, 256, 8, "--profile", "cpu-testbed"))
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((only_run_dir(tmp_path) / "manifest.json").read_text())
+    assert manifest["profile"]["name"] == "cpu-testbed"
+    assert manifest["guard"]["ok"] is True
+    assert manifest["guard"]["post_run"]["ok"] is True  # prefix cache served nothing
+
+
+def test_profile_expecting_speculation_fails_before_measuring(sglang_server, tmp_path):
+    done = sparkbench(*synthetic_args(sglang_server, tmp_path, 2, 256, 8, "--profile", "spark-mtp"))
+    assert done.returncode == 2
+    assert "does not run profile spark-mtp; nothing measured" in done.stderr
+    assert "speculative_algorithm: expected 'NEXTN', server reports None" in done.stderr
+    assert not any(tmp_path.iterdir())  # no run directory, no records
+
+
+def test_no_guard_overrides_and_says_so(sglang_server, tmp_path):
+    done = sparkbench(*synthetic_args(sglang_server, tmp_path, 1, 128, 4, "--profile", "spark-mtp", "--no-guard"))
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((only_run_dir(tmp_path) / "manifest.json").read_text())
+    assert manifest["guard"] == {"skipped": "--no-guard"}
+
+
+def test_ngram_canary_passes_on_real_vllm(vllm_ngram_server):
+    done = sparkbench("check", "--profile", "vllm-cpu-ngram", "--server", vllm_ngram_server.base_url)
+    assert done.returncode == 0, done.stderr
+    assert any(line.startswith("ok   canary: accept length") for line in done.stdout.splitlines())
+
+
+@pytest.fixture(scope="module")
+def never_accepting_server():
+    with launched("vllm-cpu-never-accept") as server:
+        yield server
+
+
+def test_canary_fails_when_drafts_are_never_accepted(never_accepting_server):
+    done = sparkbench("check", "--profile", "vllm-cpu-never-accept", "--server", never_accepting_server.base_url)
+    assert done.returncode == 2
+    assert "canary: drafts never accepted: accept length 1.00" in done.stderr

@@ -1,0 +1,98 @@
+"""The OpenAI-compatible backend against a real vLLM CPU server, with and without speculation."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from tests.e2e.conftest import launched, only_run_dir, sparkbench, synthetic_args
+
+INPUT, OUTPUT, PROMPTS = 512, 64, 3
+SPEC_COLUMNS = ["accept_length", "verify_rounds", "accepted_draft_tokens", "proposed_draft_tokens", "accept_rate"]
+
+
+@pytest.fixture(scope="module")
+def vllm_plain_server():
+    with launched("vllm-cpu") as server:
+        yield server
+
+
+def _synthetic(server, results, *extra):
+    done = sparkbench(*synthetic_args(server, results, PROMPTS, INPUT, OUTPUT, *extra))
+    assert done.returncode == 0, done.stderr
+    return only_run_dir(results)
+
+
+def _derived(run_dir):
+    from harness.metrics import derive_requests
+    from harness.records import load_requests
+
+    return derive_requests(load_requests(run_dir))
+
+
+@pytest.fixture(scope="module")
+def ngram_run(vllm_ngram_server, tmp_path_factory):
+    return _synthetic(vllm_ngram_server, tmp_path_factory.mktemp("ngram"))
+
+
+@pytest.fixture(scope="module")
+def plain_run(vllm_plain_server, tmp_path_factory):
+    return _synthetic(vllm_plain_server, tmp_path_factory.mktemp("plain"))
+
+
+def test_counts_come_from_usage_and_match_the_request(plain_run):
+    table = pd.read_parquet(plain_run / "requests.parquet")
+    manifest = json.loads((plain_run / "manifest.json").read_text())
+    assert manifest["backend"] == "openai"  # detected from the server's endpoints
+    assert (table["completion_tokens"] == OUTPUT).all()
+    assert (table["prompt_tokens"] == INPUT).all()
+    assert (table["cached_tokens"] == 0).all()
+
+
+def test_without_speculation_accept_columns_are_empty(plain_run):
+    derived = _derived(plain_run)
+    assert derived[SPEC_COLUMNS].isna().all().all()
+
+
+def test_ngram_speculation_accept_length_matches_metrics_counters(ngram_run):
+    derived = _derived(ngram_run)
+    assert (derived["accept_length"] > 1.0).all()
+    assert (derived["completion_tokens"] == OUTPUT).all()
+    summary = pd.read_csv(ngram_run / "summary.csv").set_index(["metric", "stat"])["value"]
+    counters = summary[("accept_length_server_counters", "value")]
+    token_weighted = summary[("accept_length_token_weighted", "value")]
+    assert counters > 1.0
+    assert abs(token_weighted - counters) / counters < 0.02
+
+
+def test_multi_token_chunks_are_seen_under_speculation(ngram_run):
+    derived = _derived(ngram_run)
+    assert (derived["tokens_per_chunk"] > 1.0).any()
+    for row in derived.itertuples():
+        assert sum(row.chunk_gap_tokens) == row.completion_tokens - row.chunk_tokens[0]
+
+
+def test_sglang_and_vllm_tables_have_identical_columns(plain_run, sglang_server, tmp_path):
+    sglang_run = _synthetic(sglang_server, tmp_path)
+    vllm_derived, sglang_derived = _derived(plain_run), _derived(sglang_run)
+    assert list(vllm_derived.columns) == list(sglang_derived.columns)
+    assert list(pd.read_csv(plain_run / "summary.csv").columns) == list(pd.read_csv(sglang_run / "summary.csv").columns)
+
+
+def test_gsm8k_runs_on_vllm_with_accuracy(vllm_ngram_server, tmp_path):
+    done = sparkbench("run", "gsm8k", "--server", vllm_ngram_server.base_url, "--limit", "3",
+                      "--max-new-tokens", "24", "--results", str(tmp_path), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert "gsm8k_accuracy_strict" in done.stdout
+    table = pd.read_parquet(only_run_dir(tmp_path) / "requests.parquet")
+    sampling = json.loads(table["sampling_json"].iloc[0])
+    assert (sampling["temperature"], sampling["top_p"], sampling["top_k"]) == (0.6, 0.95, 29)
+
+
+def test_a_server_that_does_not_speak_the_protocol_is_one_line(vllm_plain_server, tmp_path):
+    done = sparkbench(*synthetic_args(vllm_plain_server, tmp_path, 1, 16, 4, "--backend", "sglang"))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is this an SGLang server?" in lines[0]

@@ -1,0 +1,130 @@
+"""Comparison, figures and report of fake run directories (made-up timestamps, no server)."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.compare import compare_runs, format_comparison, load_run
+from harness.embedded import SCALE_LABEL
+from harness.plots import plot_all
+from harness.report import build_report, find_run_dirs
+from tests.unit.conftest import build_record
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+HOSTILE = "<script>alert(1)</script>"
+SYNTHETIC = {"name": "synthetic", "seed": 0, "input_tokens": 64, "output_tokens": 8, "salt": 1}
+
+
+def write_run(root: Path, run_id: str, records: list, workload: dict, scale: str = "as configured") -> Path:
+    """A run directory as the runner leaves it: manifest.json and requests.jsonl."""
+    run_dir = root / run_id
+    run_dir.mkdir(parents=True)
+    manifest = {"run_id": run_id, "status": "complete", "scale": scale, "workload": workload,
+                "requests_recorded": len(records), "backend": "sglang", "server_url": "http://127.0.0.1:1",
+                "server": {"server_info": {"version": "0.5.23<b>", "model_path": "/models/tiny"}}}
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    lines = [json.dumps(asdict(record) | {"run_id": run_id}) for record in records]
+    (run_dir / "requests.jsonl").write_text("\n".join(lines) + "\n")
+    return run_dir
+
+
+def synthetic_records(step_ms: float, spec: dict | None = None, text: str | None = None) -> list:
+    """Six requests of 8 tokens, one chunk per step_ms (request i a little slower than i - 1);
+    decode time (first token to [DONE]) is 8 steps."""
+    records = []
+    for i in range(6):
+        gap = step_ms * (1 + 0.05 * i)
+        chunks = [(20.0 + gap * k, 1) for k in range(8)]
+        meta = {"spec_verify_ct": 3, "spec_accept_length": 8 / 3} if spec else None
+        texts = [text] + ["x"] * 7 if text and i == 0 else None
+        records.append(build_record(chunks=chunks, end_ms=20.0 + gap * 8, seq=i, meta=meta, texts=texts))
+    return records
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    base = write_run(tmp_path / "results", "20260101T000000Z-base", synthetic_records(10.0, text=HOSTILE),
+                     SYNTHETIC, scale=SCALE_LABEL)
+    cand = write_run(tmp_path / "results", "20260101T000100Z-cand", synthetic_records(8.0, spec=True),
+                     SYNTHETIC | {"salt": 2})
+    return base, cand
+
+
+def test_compare_pairs_runs_of_the_same_workload_and_seed(two_runs):
+    table = compare_runs(list(two_runs))
+    cand = table[table["run_id"] == "20260101T000100Z-cand"].set_index(["metric", "stat"])
+    assert cand["paired"].all()
+    tput = cand.loc[("decode_throughput_aggregate", "value")]
+    # Every request is 1/0.8 times as fast, so the paired change is exact and its interval a point.
+    assert tput["change"] == pytest.approx(0.25)
+    assert tput["ci95_low"] == pytest.approx(0.25) and tput["ci95_high"] == pytest.approx(0.25)
+    assert cand.loc[("decode_throughput_aggregate", "length_matched"), "value"] == pytest.approx(tput["value"])
+    assert cand.loc[("accept_length_token_weighted", "value"), "value"] == pytest.approx(8 / 3)
+    assert "+25.0%" in format_comparison(table)
+
+
+def test_compare_does_not_pair_different_seeds(two_runs, tmp_path):
+    other = write_run(tmp_path / "other", "20260101T000200Z-seed1", synthetic_records(8.0), SYNTHETIC | {"seed": 1})
+    table = compare_runs([two_runs[0], other])
+    assert not table[table["run_id"] == "20260101T000200Z-seed1"]["paired"].any()
+
+
+def gsm8k_records(correct: list[bool]) -> list:
+    records = []
+    for i, right in enumerate(correct):
+        record = build_record(chunks=[(50.0 + 10 * k, 1) for k in range(5)], seq=i,
+                              texts=["so ", "#### ", "7" if right else "3", ".", ""])
+        record.prompt_id, record.item_json = f"gsm8k-{i}", json.dumps({"gold": "7", "question_index": i})
+        records.append(record)
+    return records
+
+
+def test_gsm8k_accuracy_change_with_exact_mcnemar(tmp_path):
+    spec = {"name": "gsm8k", "shot_seed": 1234}
+    base_flags = [True] * 10 + [False] * 10
+    cand_flags = [True] * 9 + [False] + [True] * 6 + [False] * 4  # b = 1, c = 6
+    base = write_run(tmp_path, "g-base", gsm8k_records(base_flags), spec)
+    cand = write_run(tmp_path, "g-cand", gsm8k_records(cand_flags), spec | {"base_seed": 5})
+    row = compare_runs([base, cand]).set_index(["run_id", "metric"]).loc[("g-cand", "gsm8k_accuracy_strict")]
+    assert row["change"] == pytest.approx(0.25) and row["change_kind"] == "difference"
+    assert row["ci95_low"] < 0.25 < row["ci95_high"]
+    assert row["p_value"] == pytest.approx(2 * (1 + 7) / 2**7)  # 2 * P(Binomial(7, 1/2) <= 1)
+
+
+def test_every_figure_is_a_valid_png_or_svg(two_runs, tmp_path):
+    paths = plot_all([load_run(d) for d in two_runs], tmp_path / "plots")
+    assert {p.suffix for p in paths} == {".png", ".svg"} and len(paths) == 12
+    for path in paths:
+        data = path.read_bytes()
+        assert len(data) > 1000, path
+        if path.suffix == ".png":
+            assert data.startswith(PNG_MAGIC), path
+        else:
+            assert ET.fromstring(data).tag.endswith("svg"), path
+
+
+def test_report_escapes_model_text_and_embeds_everything(two_runs, tmp_path):
+    html_path, md_path = build_report(list(two_runs), tmp_path / "report")
+    page = html_path.read_text(encoding="utf-8")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<script" not in page.lower()
+    assert "0.5.23&lt;b&gt;" in page  # server strings are escaped too
+    sources = re.findall(r"src='([^']*)'", page)
+    assert len(sources) == 6 and all(s.startswith("data:image/png;base64,") for s in sources)
+    assert "REDUCED SCALE" in page and "+25.0%" in page
+    markdown = md_path.read_text(encoding="utf-8")
+    assert "<script" not in markdown.lower() and "&lt;script&gt;" in markdown
+    links = re.findall(r"\]\((plots/[^)]+\.png)\)", markdown)
+    assert len(links) == 6 and all((md_path.parent / link).exists() for link in links)
+
+
+def test_find_run_dirs_lists_runs_in_start_order(two_runs):
+    assert find_run_dirs(two_runs[0].parent) == list(two_runs)
+    assert np.all([(d / "manifest.json").exists() for d in find_run_dirs(two_runs[0].parent)])
