@@ -39,6 +39,10 @@ bench-synthetic: setup $(EMBEDDED_DEPS) ## Synthetic 32K/2K greedy run (SERVER=U
 bench-gsm8k: setup $(EMBEDDED_DEPS) ## All 1,319 GSM8K questions (SERVER=URL), else a reduced embedded run
 	$(BIN)/sparkbench run gsm8k $(SERVER_FLAG) $(ARGS)
 
+NIGHTLY_CONFIG ?= docs/nightly/nightly.yaml
+nightly: setup $(EMBEDDED_DEPS) ## Nightly regression job (NIGHTLY_CONFIG=..., SERVER=URL): exit 0 pass, 1 regression, 2 could not run
+	$(BIN)/sparkbench nightly --config $(NIGHTLY_CONFIG) $(SERVER_FLAG)
+
 test: setup testbed ## Unit tests and end-to-end tests against real SGLang and vLLM servers
 	$(BIN)/python -m pytest
 

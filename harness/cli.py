@@ -57,14 +57,15 @@ class Common:
                           request_timeout_s=self.request_timeout, show_progress=self.progress)
 
 
-def _run(common: Common, build, chat: bool = False) -> None:
-    """Start or attach to the server, then build the workload (`build(target)`) and run it."""
+def _run(common: Common, workload: str, workload_options: dict, chat: bool = False) -> None:
+    """Start or attach to the server, build the named workload for its scale, and run it."""
     from harness.bench import backend_for, run_workload, target_server
     from harness.tables import print_run_summary
+    from workloads.registry import build
 
     with target_server(common.server, common.profile, common.model) as target:
         backend = backend_for(target, common.backend, chat=chat, model=common.served_model)
-        make = build(target)
+        make = build(workload, workload_options, target.reduced, target.model_dir)
         run = run_workload(target, backend, make, common.options(target.base_url), common.results,
                            guard=common.guard)
     print_run_summary(run.path)
@@ -73,7 +74,7 @@ def _run(common: Common, build, chat: bool = False) -> None:
 @run_app.command("synthetic")
 def run_synthetic(
     server: ServerOpt = None,
-    num_prompts: Annotated[Optional[int], typer.Option(min=1, help="Measured requests [published shape: 10; embedded: 8].")] = None,
+    num_prompts: Annotated[Optional[int], typer.Option(min=1, help="Measured requests [published shape: 10; embedded test bed: 8].")] = None,
     input_tokens: Annotated[Optional[int], typer.Option(min=2, help="Prompt length in tokens [32768; embedded: 8192].")] = None,
     output_tokens: Annotated[Optional[int], typer.Option(min=1, help="Generated tokens per request [2048; embedded: 512].")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the prompt bodies.")] = 0,
@@ -85,15 +86,10 @@ def run_synthetic(
     request_timeout: TimeoutOpt = 900.0, progress: ProgressOpt = True,
 ) -> None:
     """Synthetic decode: random-token prompts, fixed output length, greedy, ignore_eos."""
-    from workloads.synthetic import make_synthetic
-
     common = Common(server, profile, model, guard, backend, served_model, warmup, concurrency, results,
                     request_timeout, progress)
-    _run(common, lambda target: make_synthetic(
-        num_prompts=num_prompts or (8 if target.reduced else 10),
-        input_tokens=input_tokens or (8192 if target.reduced else 32768),
-        output_tokens=output_tokens or (512 if target.reduced else 2048),
-        seed=seed, salt=salt, tokenizer=tokenizer or target.model_dir))
+    _run(common, "synthetic", {"num_prompts": num_prompts, "input_tokens": input_tokens,
+                               "output_tokens": output_tokens, "seed": seed, "salt": salt, "tokenizer": tokenizer})
 
 
 @run_app.command("gsm8k")
@@ -117,21 +113,12 @@ def run_gsm8k(
     request_timeout: TimeoutOpt = 900.0, progress: ProgressOpt = True,
 ) -> None:
     """GSM8K: five-shot chain-of-thought, published sampling; accuracy and speed from the same requests."""
-    from workloads.gsm8k import GSM8KWorkload
-
     common = Common(server, profile, model, guard, backend, served_model, warmup, concurrency, results,
                     request_timeout, progress)
-
-    def build(target):
-        reduced = target.reduced
-        workload = GSM8KWorkload(
-            limit=limit if limit is not None else (20 if reduced else None), offset=offset, shuffle=shuffle,
-            shuffle_seed=shuffle_seed, shot_seed=shot_seed, chat=chat, source=source, temperature=temperature,
-            top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens or (128 if reduced else 32768),
-            base_seed=base_seed)
-        return lambda snapshot: workload
-
-    _run(common, build, chat=chat)
+    _run(common, "gsm8k", {"limit": limit, "offset": offset, "shuffle": shuffle, "shuffle_seed": shuffle_seed,
+                           "shot_seed": shot_seed, "chat": chat, "source": source, "temperature": temperature,
+                           "top_p": top_p, "top_k": top_k, "max_new_tokens": max_new_tokens,
+                           "base_seed": base_seed}, chat=chat)
 
 
 @app.command("summarize")
@@ -187,6 +174,25 @@ def check(
         report = startup_guard(target.profile, client, target.base_url, snapshot_server(client, target.base_url),
                                model)
     print("\n".join(report.format_lines()))
+
+
+@app.command("nightly")
+def nightly(
+    config: Annotated[Path, typer.Option(help="Nightly YAML config (see docs/nightly.md).")],
+    server: Annotated[Optional[str], typer.Option(help="Override the config's server URL.")] = None,
+    profile: Annotated[Optional[str], typer.Option(help="Override the config's profile.")] = None,
+    pin_baseline: Annotated[bool, typer.Option(help="Pin tonight's runs as the new baseline.")] = False,
+) -> None:
+    """Run the configured workloads, gate them against the pinned baseline: exit 0 pass, 1 regression, 2 could not run."""
+    from harness.nightly import load_config
+    from harness.nightly_job import COULD_NOT_RUN, run_night
+
+    try:
+        settings = load_config(config, server=server, profile=profile)
+    except SparkbenchError as exc:
+        print(f"sparkbench nightly: could not run: {exc}", file=sys.stderr)
+        raise typer.Exit(COULD_NOT_RUN)
+    raise typer.Exit(run_night(settings, pin=pin_baseline))
 
 
 def _terminate_as_interrupt(signum, frame) -> None:

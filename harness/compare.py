@@ -7,6 +7,9 @@
   difference `value - baseline_value` (change_kind "difference", fraction of questions);
 - ci95_low, ci95_high: 95% interval of the change (harness.stats); p_value: exact McNemar (accuracy);
 - paired: whether the requests were paired by prompt_id (see `pairable`).
+Beside the raw aggregate decode throughput, stat `length_matched` holds the candidate reweighted to
+the baseline's output-length mix (`length_matched_throughput`; its change is against the baseline's
+raw aggregate) and `length_match_coverage` the share of baseline requests whose lengths it covers.
 The baseline's own rows carry its full-run values and no change.
 """
 
@@ -21,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.errors import SparkbenchError
 from harness.metrics import derive_requests, length_match_weights, length_matched_throughput
 from harness.metrics.schema import DISTRIBUTION_UNITS, RUN_UNITS
 from harness.records import load_requests
@@ -75,7 +79,7 @@ def load_run(run_dir: Path | str) -> LoadedRun:
 
 
 def scale_note(manifest: dict) -> str:
-    """"REDUCED SCALE CPU test bed" for runs on the embedded test bed, else the recorded scale."""
+    """A short scale label: REDUCED SCALE CPU test bed for embedded test-bed runs, else the recorded scale."""
     scale = str(manifest.get("scale") or "scale not recorded")
     return "REDUCED SCALE CPU test bed" if scale.startswith("REDUCED SCALE") else scale
 
@@ -147,15 +151,15 @@ def _change(base: pd.DataFrame, cand: pd.DataFrame, metric: str, stat: str, pair
 
 
 def length_edges(base_tokens: np.ndarray, cand_tokens: np.ndarray, bins: int = LENGTH_BINS) -> list[float]:
-    """Output-length bin edges: quantiles of both runs' completion_tokens, the last edge one token
-    past the longest output so that every request falls inside."""
-    tokens = np.concatenate([base_tokens, cand_tokens])
-    tokens = tokens[np.isfinite(tokens)]
-    if tokens.size == 0:
+    """Output-length bin edges: the deciles (for bins = 10) of each run's completion_tokens, merged,
+    the last edge one token past the longest output so that every request falls inside. Taking
+    each run's own quantiles keeps runs whose lengths do not overlap in separate bins (coverage 0)."""
+    runs = [t[np.isfinite(t)] for t in (base_tokens, cand_tokens)]
+    if not any(t.size for t in runs):
         return [0.0, 1.0]
-    quantiles = np.unique(np.quantile(tokens, np.linspace(0, 1, bins + 1)))
-    lower = quantiles[:-1] if quantiles.size > 1 else quantiles  # the maximum becomes max + 1
-    return [*lower.tolist(), float(tokens.max()) + 1]
+    levels = np.linspace(0, 1, bins + 1)
+    quantiles = np.unique(np.concatenate([np.quantile(t, levels) for t in runs if t.size]))
+    return [*quantiles.tolist(), float(quantiles[-1]) + 1]
 
 
 def _length_matched_row(base: pd.DataFrame, cand: pd.DataFrame, paired: bool) -> dict:
@@ -240,7 +244,7 @@ def compare_loaded(runs: Sequence[LoadedRun], baseline: str | None = None) -> pd
     """compare_runs on runs already loaded; `baseline` is a run_id (default: the first run)."""
     base = next((r for r in runs if r.run_id == baseline), None) if baseline else runs[0]
     if base is None:
-        raise ValueError(f"baseline {baseline!r} is none of the runs compared")
+        raise SparkbenchError(f"baseline {baseline!r} is none of the runs compared")
     records = []
     for run in runs:
         rows = baseline_rows(run) if run is base else candidate_rows(base, run)
@@ -266,11 +270,11 @@ def _format_change(row: pd.Series) -> tuple[str, str]:
     """('+12.3%', '[+10.1%, +14.0%]') for relative changes, percentage points for differences."""
     if pd.isna(row["change"]):
         return "", ""
-    unit, scale = ("%", 100) if row["change_kind"] == "relative" else (" pp", 100)
-    text = f"{row['change'] * scale:+.1f}{unit}"
+    unit = "%" if row["change_kind"] == "relative" else " pp"
+    text = f"{row['change'] * 100:+.1f}{unit}"
     if pd.isna(row["ci95_low"]):
         return text, ""
-    return text, f"[{row['ci95_low'] * scale:+.1f}, {row['ci95_high'] * scale:+.1f}]{unit}"
+    return text, f"[{row['ci95_low'] * 100:+.1f}, {row['ci95_high'] * 100:+.1f}]{unit}"
 
 
 def format_comparison(df: pd.DataFrame) -> str:

@@ -61,13 +61,17 @@ def plot_decode_throughput(runs: Sequence[LoadedRun], out_dir: Path) -> list[Pat
     interval (requests resampled, `bootstrap_ratio_of_sums`), the value printed on the bar."""
     fig = _figure(10, 1.6 + 0.8 * len(runs))
     ax = fig.add_subplot()
+    right = 0.0
     for i, run in enumerate(runs):
         point, low, high = bootstrap_ratio_of_sums(*decode_parts(run.derived))
         err = [[point - low], [high - point]] if np.isfinite(low) else None
         ax.barh(i, point, xerr=err, color=_color(i), capsize=6, height=0.6)
-        ax.text(point / 2 if np.isfinite(point) else 0, i,
-                f"{point:.2f} tok/s\n95% CI {low:.2f} - {high:.2f}\n{len(run.derived)} requests",
-                ha="center", va="center", fontsize=8, color="white", fontweight="bold")
+        end = np.nanmax([point, high, 0.0])
+        right = max(right, end)
+        # The numbers sit right of the interval, where a short bar cannot crowd them.
+        ax.text(end, i, f"  {point:.2f} tok/s\n  95% CI {low:.2f} - {high:.2f}\n  {len(run.derived)} requests",
+                ha="left", va="center", fontsize=8)
+    ax.set_xlim(0, right * 1.35 if right > 0 else 1)
     ax.set_yticks(range(len(runs)), [run_label(r) for r in runs], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("decode throughput, tokens/s = sum(output tokens - 1) / sum(first token to [DONE] time)")
@@ -124,7 +128,7 @@ def plot_tpot_vs_length(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
         mean = tpot[keep].mean() if keep.any() else float("nan")
         ax.scatter(tokens[keep], tpot[keep], s=36, alpha=0.7, color=_color(i), marker="os^Dv<>p"[i % 8],
                    edgecolor="black", lw=0.4, label=f"{run_label(run)}: mean {mean:.3g} ms, n={keep.sum()}")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     ax.set_xlabel("output length, tokens (completion_tokens reported by the server)")
     ax.set_ylabel("TPOT, ms per token = (e2e - TTFT) / (tokens - 1)")
     ax.set_title("Time per output token against output length, one point per request")
@@ -136,7 +140,8 @@ def plot_tpot_vs_length(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
 
 def _histogram_panels(runs: Sequence[LoadedRun], title: str) -> tuple[Figure, list]:
     fig = _figure(10, 1.2 + 2.2 * len(runs))
-    axes = fig.subplots(len(runs), 1, squeeze=False)[:, 0]
+    # A shared axis lets the eye compare runs: the same length sits at the same place in every panel.
+    axes = fig.subplots(len(runs), 1, squeeze=False, sharex=True)[:, 0]
     fig.suptitle(title)
     return fig, list(axes)
 
@@ -150,7 +155,7 @@ def _histogram(ax, values: np.ndarray, color: str) -> None:
     else:
         bins = 30
     ax.hist(values, bins=bins, color=color, edgecolor="black", lw=0.5)
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
 
 
 def plot_accept_length(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
@@ -163,7 +168,7 @@ def plot_accept_length(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
         ax.set_title(run_label(run), fontsize=9)
         if lengths.size == 0:
             ax.text(0.5, 0.5, NO_SPECULATION, transform=ax.transAxes, ha="center", va="center", fontsize=11)
-            ax.set_xticks([]), ax.set_yticks([])
+            ax.set_yticks([])
             continue
         _histogram(ax, lengths, _color(i))
         num, den = accept_parts(run.derived)
@@ -186,7 +191,7 @@ def plot_output_length(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
             ax.text(0.5, 0.5, "no completed requests", transform=ax.transAxes, ha="center", va="center")
             continue
         _histogram(ax, tokens, _color(i))
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
         ax.axvline(tokens.mean(), color="black", ls="--", label=f"mean {tokens.mean():.4g} tokens")
         ax.axvline(np.median(tokens), color="black", ls=":", label=f"median {np.median(tokens):.4g} tokens")
         ax.set_ylabel("requests")

@@ -56,7 +56,9 @@ def vllm_speculation(meta: dict[str, Any]) -> dict[str, float]:
 
     accept_length = `mean_acceptance_length`, else `1 + num_accepted_draft_tokens / num_spec_steps`.
     vLLM counts only the steps that had a draft (an n-gram drafter often has none), so its rounds
-    are fewer than its engine steps.
+    are fewer than its engine steps. The object exists only when speculation is configured: with
+    no draft at all (zero rounds) vLLM reports 1.0, one token per step, and so do we, since a
+    drafter that never lands a token is exactly what the canary must see.
     """
     spec = lookup(meta, "metrics", "speculative_decoding")
     if not isinstance(spec, dict):
@@ -64,9 +66,12 @@ def vllm_speculation(meta: dict[str, Any]) -> dict[str, float]:
     rounds = number(spec.get("num_spec_steps"))
     accepted = number(spec.get("num_accepted_draft_tokens"))
     reported_length = number(spec.get("mean_acceptance_length"))
-    if rounds == 0 or not (rounds > 0 or reported_length > 0):
+    if not (rounds >= 0 or reported_length > 0):
         return dict(NO_SPECULATION)
-    length = reported_length if reported_length > 0 else 1 + accepted / rounds
+    if reported_length > 0:
+        length = reported_length
+    else:
+        length = 1 + accepted / rounds if rounds > 0 else 1.0
     return _speculation(length, rounds, accepted, number(spec.get("num_draft_tokens")),
                         number(spec.get("draft_acceptance_rate")))
 

@@ -96,3 +96,17 @@ def test_a_server_that_does_not_speak_the_protocol_is_one_line(vllm_plain_server
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "is this an SGLang server?" in lines[0]
+
+
+def test_nightly_catches_speculation_switched_off(vllm_ngram_server, vllm_plain_server, tmp_path):
+    """Baseline: vLLM with n-gram speculation; candidate: the same model without it."""
+    from tests.e2e.test_nightly import nightly, synthetic, write_config
+
+    config = write_config(tmp_path, vllm_ngram_server.base_url,
+                          [synthetic(vllm_ngram_server.model_dir, prompts=6, output_tokens=128)])
+    pinned = nightly(config)
+    assert pinned.returncode == 0, pinned.stderr
+    done = nightly(config, "--server", vllm_plain_server.base_url)
+    assert done.returncode == 1, done.stdout + done.stderr
+    verdict = done.stdout.strip().splitlines()[-1]
+    assert verdict.startswith("verdict: REGRESSION in") and "synthetic:accept_length_token_weighted" in verdict

@@ -76,6 +76,35 @@ def test_compare_does_not_pair_different_seeds(two_runs, tmp_path):
     assert not table[table["run_id"] == "20260101T000200Z-seed1"]["paired"].any()
 
 
+def timed_records(shapes: list[tuple[int, float]]) -> list:
+    """One request per (tokens, step_ms): a token every step_ms after a 20 ms TTFT, [DONE] one
+    step after the last token, so decode time is tokens * step_ms."""
+    return [build_record(chunks=[(20.0 + step * k, 1) for k in range(tokens)], end_ms=20.0 + step * tokens, seq=i)
+            for i, (tokens, step) in enumerate(shapes)]
+
+
+def test_length_matched_throughput_reweights_to_the_baseline_lengths(tmp_path):
+    base = write_run(tmp_path, "l-base", timed_records([(8, 8.0)] * 4), SYNTHETIC)
+    # Short answers decode fast, long ones slow; the baseline wrote only short answers.
+    cand = write_run(tmp_path, "l-cand", timed_records([(8, 5.0), (8, 5.0), (16, 10.0), (16, 10.0)]), SYNTHETIC)
+    rows = compare_runs([base, cand]).set_index(["run_id", "metric", "stat"]).loc["l-cand"]
+    raw = rows.loc[("decode_throughput_aggregate", "value"), "value"]
+    matched = rows.loc[("decode_throughput_aggregate", "length_matched")]
+    assert raw == pytest.approx((7 + 7 + 15 + 15) / (0.04 + 0.04 + 0.16 + 0.16))  # 110 tok/s
+    assert matched["value"] == pytest.approx(7 / 0.04)  # only the 8-token answers count: 175 tok/s
+    assert matched["change"] == pytest.approx(175 / (7 / 0.064) - 1)
+    assert rows.loc[("length_match_coverage", "value"), "value"] == 1.0
+
+
+def test_runs_without_common_lengths_get_no_length_matched_value(tmp_path):
+    base = write_run(tmp_path, "s-base", timed_records([(8, 8.0)] * 3), SYNTHETIC)
+    cand = write_run(tmp_path, "s-cand", timed_records([(16, 8.0)] * 3), SYNTHETIC | {"output_tokens": 16})
+    rows = compare_runs([base, cand]).set_index(["run_id", "metric", "stat"]).loc["s-cand"]
+    assert np.isnan(rows.loc[("decode_throughput_aggregate", "length_matched"), "value"])
+    assert rows.loc[("length_match_coverage", "value"), "value"] == 0.0
+    assert not rows["paired"].any()  # a different output length is a different workload
+
+
 def gsm8k_records(correct: list[bool]) -> list:
     records = []
     for i, right in enumerate(correct):
