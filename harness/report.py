@@ -12,9 +12,10 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 import re
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
@@ -40,6 +41,8 @@ STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:auto;padding:1em}"
          "th{background:#eee}pre{white-space:pre-wrap;margin:0}img{max-width:100%}"
          ".scale{color:#a00000;font-weight:bold}")
 MD_SPECIAL = re.compile(r"([\\`*_\[\]#|~])")
+LEGEND = ("change = value / baseline - 1 (accuracy: difference in percentage points); 95% bootstrap "
+          "interval (accuracy: Agresti-Min interval, exact McNemar p); paired = requests matched by prompt_id.")
 
 
 def manifest_facts(run: LoadedRun) -> dict[str, str]:
@@ -79,10 +82,16 @@ def comparison_view(comparison: pd.DataFrame) -> pd.DataFrame:
     })
 
 
+def as_text(frame: pd.DataFrame, number: str) -> pd.DataFrame:
+    """Every cell as a string: floats through the `number` format, missing values empty."""
+    def cell(v: object) -> str:
+        return "" if pd.isna(v) else (number.format(v) if isinstance(v, float) else str(v))
+    return frame.apply(lambda column: column.map(cell))
+
+
 def headline_view(run: LoadedRun) -> pd.DataFrame:
     """The run's headline summary (tables.headline) with numbers as strings."""
-    table = headline(run.summary).reset_index()
-    return table.apply(lambda col: col.map(lambda v: "" if pd.isna(v) else (f"{v:.4g}" if isinstance(v, float) else v)))
+    return as_text(headline(run.summary).reset_index(), "{:.4g}")
 
 
 def sample_outputs(run: LoadedRun) -> pd.DataFrame:
@@ -96,8 +105,8 @@ def sample_outputs(run: LoadedRun) -> pd.DataFrame:
 
 
 def reference_view(runs: Sequence[LoadedRun]) -> pd.DataFrame:
-    table = reference_table([r.summary for r in runs]).reset_index()
-    return table.apply(lambda col: col.map(lambda v: "" if pd.isna(v) else (f"{v:.6g}" if isinstance(v, float) else v)))
+    """Published figures beside the runs (`reference_table`), 6 significant digits."""
+    return as_text(reference_table([r.summary for r in runs]).reset_index(), "{:.6g}")
 
 
 # --- HTML -------------------------------------------------------------------------------------
@@ -118,17 +127,16 @@ def _facts_frame(run: LoadedRun) -> pd.DataFrame:
 
 
 def render_html(runs: Sequence[LoadedRun], comparison: pd.DataFrame, figures: Sequence[Path]) -> str:
+    generated = datetime.now(UTC).isoformat(timespec="seconds")
+    baseline = html.escape(str(comparison["baseline_run_id"].iloc[0]))
     parts = [f"<h1>sparkbench report: {len(runs)} run(s)</h1>",
-             f"<p>Generated {html.escape(datetime.now(timezone.utc).isoformat(timespec='seconds'))}. "
-             f"Baseline: {html.escape(str(comparison['baseline_run_id'].iloc[0]))}.</p>", "<h2>Runs</h2>"]
+             f"<p>Generated {generated}. Baseline: {baseline}.</p>", "<h2>Runs</h2>"]
     for run in runs:
         parts += [f"<h3>{html.escape(run_label(run))}</h3>",
                   f"<p class='scale'>scale: {html.escape(str(run.manifest.get('scale')))}</p>",
                   html_table(_facts_frame(run), pre_columns=["value"])]
-    parts += ["<h2>Comparison against the baseline</h2>",
-              "<p>change = value / baseline - 1 (accuracy: difference in percentage points); 95% bootstrap "
-              "interval (accuracy: Agresti-Min interval, exact McNemar p); paired = requests matched by "
-              "prompt_id.</p>", html_table(comparison_view(comparison)),
+    parts += ["<h2>Comparison against the baseline</h2>", f"<p>{html.escape(LEGEND)}</p>",
+              html_table(comparison_view(comparison)),
               "<h2>Published figures beside the runs</h2>", html_table(reference_view(runs))]
     parts.append("<h2>Headline summary per run</h2>")
     for run in runs:
@@ -141,7 +149,8 @@ def render_html(runs: Sequence[LoadedRun], comparison: pd.DataFrame, figures: Se
                      f"<figcaption>{caption}</figcaption></figure>")
     parts.append("<h2>Sample outputs</h2>")
     for run in runs:
-        parts += [f"<h3>{html.escape(run_label(run))}</h3>", html_table(sample_outputs(run), pre_columns=["output_text"])]
+        parts += [f"<h3>{html.escape(run_label(run))}</h3>",
+                  html_table(sample_outputs(run), pre_columns=["output_text"])]
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>sparkbench report</title>"
             f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>\n")
 
@@ -168,16 +177,14 @@ def render_markdown(runs: Sequence[LoadedRun], comparison: pd.DataFrame, figures
              f"Baseline: {md_text(comparison['baseline_run_id'].iloc[0])}.", "## Runs"]
     for run in runs:
         parts += [f"### {md_text(run_label(run))}", md_table(_facts_frame(run))]
-    parts += ["## Comparison against the baseline",
-              "change = value / baseline - 1 (accuracy: difference in percentage points); 95% bootstrap "
-              "interval (accuracy: Agresti-Min interval, exact McNemar p); paired = requests matched by prompt_id.",
-              md_table(comparison_view(comparison)), "## Published figures beside the runs",
-              md_table(reference_view(runs)), "## Headline summary per run"]
+    parts += ["## Comparison against the baseline", md_text(LEGEND), md_table(comparison_view(comparison)),
+              "## Published figures beside the runs", md_table(reference_view(runs)), "## Headline summary per run"]
     for run in runs:
         parts += [f"### {md_text(run_label(run))}", md_table(headline_view(run))]
     parts.append("## Figures")
     for png in (p for p in figures if p.suffix == ".png"):
-        parts.append(f"![{md_text(CAPTIONS.get(png.stem, png.stem))}]({png.relative_to(out_dir).as_posix()})")
+        link = Path(os.path.relpath(png, out_dir)).as_posix()
+        parts.append(f"![{md_text(CAPTIONS.get(png.stem, png.stem))}]({link})")
     parts.append("## Sample outputs")
     for run in runs:
         parts += [f"### {md_text(run_label(run))}", md_table(sample_outputs(run))]
@@ -190,18 +197,19 @@ def find_run_dirs(root: Path | str) -> list[Path]:
     return sorted(path.parent for path in Path(root).glob("*/manifest.json"))
 
 
-def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str,
-                 baseline: Path | str | None = None) -> tuple[Path, Path]:
+def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str, baseline: Path | str | None = None,
+                 extra_images: Sequence[Path] = ()) -> tuple[Path, Path]:
     """Write report.html, report.md and plots/ into out_dir; return (html_path, md_path).
 
-    `baseline` is a run directory or run_id (default: the first run).
+    `baseline` is a run directory or run_id (default: the first run). `extra_images`: figures made
+    elsewhere (PNG embedded, others ignored), shown after the run figures.
     """
     out_dir = Path(out_dir)
     runs = [load_run(Path(d)) for d in run_dirs]
     if baseline is not None and Path(baseline).is_dir():
         baseline = load_run(Path(baseline)).run_id
     comparison = compare_loaded(runs, baseline)
-    figures = plot_all(runs, out_dir / "plots")
+    figures = [*plot_all(runs, out_dir / "plots"), *map(Path, extra_images)]
     html_path, md_path = out_dir / "report.html", out_dir / "report.md"
     html_path.write_text(render_html(runs, comparison, figures), encoding="utf-8")
     md_path.write_text(render_markdown(runs, comparison, figures, out_dir), encoding="utf-8")

@@ -1,7 +1,8 @@
 """Tables for people: the run summary printed at the end of a run and by `sparkbench summarize`.
 
 The long summary table (`run_id, workload, metric, stat, value, unit`) is written beside the
-records as `summary.csv`; the printed view picks the headline rows out of it.
+records as `summary.csv` (and GSM8K's per-question table as `questions.parquet`); the printed view
+picks the headline rows out of the summary.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from harness.rundir import load_manifest
 from harness.scoring import accuracy_summary, score_table
 
 SUMMARY_NAME = "summary.csv"
+QUESTIONS_NAME = "questions.parquet"  # GSM8K: prompt, output, gold, both predictions and flags per question
 HEADLINE = [
     ("ttft_ms", ["mean", "p50", "p95"]),
     ("tpot_ms", ["mean", "p50", "p95"]),
@@ -42,8 +44,8 @@ def with_correctness(requests: pd.DataFrame, scored: pd.DataFrame) -> pd.DataFra
     return requests.merge(flags, on="prompt_id", how="left")
 
 
-def run_summary(run_dir: Path) -> pd.DataFrame:
-    """The long summary of one run, computed from its stored per-request records.
+def run_tables(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """The long summary of one run and, for GSM8K, its per-question table, from the stored records.
 
     For GSM8K the accuracy rows (strict and flexible, Wilson intervals) join the speed rows, and
     tokens and seconds per correct answer are computed from the same requests.
@@ -51,13 +53,19 @@ def run_summary(run_dir: Path) -> pd.DataFrame:
     manifest = load_manifest(run_dir)
     run_id, workload = manifest["run_id"], manifest["workload"]["name"]
     requests = load_requests(run_dir)
-    parts = [counter_rows(manifest)]
+    parts, questions = [counter_rows(manifest)], None
     if workload == "gsm8k" and not requests.empty:
         scored = scored_questions(requests)
         requests = with_correctness(requests, scored)
         parts.append(accuracy_summary(scored))
+        questions = scored.merge(requests[["prompt_id", "prompt_text", "output_text"]], on="prompt_id")
     labelled = [part.assign(run_id=run_id, workload=workload)[list(SUMMARY_COLUMNS)] for part in parts]
-    return pd.concat([summarize(requests, run_id, workload), *labelled], ignore_index=True)
+    return pd.concat([summarize(requests, run_id, workload), *labelled], ignore_index=True), questions
+
+
+def run_summary(run_dir: Path) -> pd.DataFrame:
+    """The long summary of one run (see run_tables)."""
+    return run_tables(run_dir)[0]
 
 
 def counter_rows(manifest: dict) -> pd.DataFrame:
@@ -84,8 +92,10 @@ def headline(summary: pd.DataFrame) -> pd.DataFrame:
 def print_run_summary(run_dir: Path, full: bool = False) -> None:
     run_dir = Path(run_dir)
     manifest = load_manifest(run_dir)
-    summary = run_summary(run_dir)
+    summary, questions = run_tables(run_dir)
     summary.to_csv(run_dir / SUMMARY_NAME, index=False)
+    if questions is not None:
+        questions.to_parquet(run_dir / QUESTIONS_NAME, index=False)
     print(f"\nrun {manifest['run_id']}  status={manifest['status']}  "
           f"requests={manifest.get('requests_recorded')}  workload={manifest['workload']['name']}")
     print(f"scale: {manifest.get('scale')}")

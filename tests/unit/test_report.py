@@ -157,3 +157,10 @@ def test_report_escapes_model_text_and_embeds_everything(two_runs, tmp_path):
 def test_find_run_dirs_lists_runs_in_start_order(two_runs):
     assert find_run_dirs(two_runs[0].parent) == list(two_runs)
     assert np.all([(d / "manifest.json").exists() for d in find_run_dirs(two_runs[0].parent)])
+
+
+def test_report_embeds_extra_images(two_runs, tmp_path):
+    extra = plot_all([load_run(two_runs[0])], tmp_path / "elsewhere")[0]
+    html_path, md_path = build_report(list(two_runs), tmp_path / "report", extra_images=[extra])
+    assert html_path.read_text(encoding="utf-8").count("data:image/png;base64,") == 7
+    assert "](../elsewhere/decode_throughput.png)" in md_path.read_text(encoding="utf-8")

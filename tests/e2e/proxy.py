@@ -1,0 +1,59 @@
+"""A recording pass-through proxy on loopback: what the harness really sent, as the server received it.
+
+Test equipment only: each POST body is kept, then the request is forwarded to the real server and
+its streamed answer relayed chunk by chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+
+
+def _handler(target: str, bodies: list[dict]):
+    class Relay(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _relay(self, method: str, body: bytes | None) -> None:
+            headers = {"content-type": self.headers.get("content-type", "application/json")}
+            with httpx.stream(method, target + self.path, content=body, headers=headers, timeout=600) as resp:
+                self.send_response(resp.status_code)
+                self.send_header("content-type", resp.headers.get("content-type", "application/json"))
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                for piece in resp.iter_raw():
+                    self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+
+        def do_GET(self) -> None:
+            self._relay("GET", None)
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["content-length"]))
+            bodies.append(json.loads(body))
+            self._relay("POST", body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    return Relay
+
+
+@contextmanager
+def recording_proxy(target: str) -> Iterator[tuple[str, list[dict]]]:
+    """Yield (proxy base URL, list that fills with every POSTed JSON body)."""
+    bodies: list[dict] = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(target, bodies))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", bodies
+    finally:
+        server.shutdown()
+        server.server_close()
