@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 SERVER ?=
+RUNS ?=
 ARGS ?=
 SERVER_FLAG := $(if $(SERVER),--server $(SERVER),)
 # The embedded default needs the SGLang environment and the tiny model; an attached server does not.
@@ -38,6 +39,9 @@ bench-synthetic: setup $(EMBEDDED_DEPS) ## Synthetic 32K/2K greedy run (SERVER=U
 
 bench-gsm8k: setup $(EMBEDDED_DEPS) ## All 1,319 GSM8K questions (SERVER=URL), else a reduced embedded run
 	$(BIN)/sparkbench run gsm8k $(SERVER_FLAG) $(ARGS)
+
+report: setup ## HTML and Markdown report of the latest runs (RUNS="results/a results/b" to choose)
+	$(BIN)/sparkbench report $(RUNS)
 
 NIGHTLY_CONFIG ?= docs/nightly/nightly.yaml
 nightly: setup $(EMBEDDED_DEPS) ## Nightly regression job (NIGHTLY_CONFIG=..., SERVER=URL): exit 0 pass, 1 regression, 2 could not run

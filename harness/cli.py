@@ -129,6 +129,54 @@ def summarize(run_dir: Annotated[Path, typer.Argument(help="A run directory unde
     print_run_summary(run_dir, full=True)
 
 
+RunsArg = Annotated[Optional[list[Path]], typer.Argument(help="Run directories (default: the latest under --results).")]
+LatestOpt = Annotated[int, typer.Option(min=1, help="How many of the latest runs to take when none are named.")]
+
+
+def _runs_or_latest(runs: list[Path] | None, results: Path, latest: int) -> list[Path]:
+    from harness.report import find_run_dirs
+
+    chosen = list(runs or find_run_dirs(results)[-latest:])
+    if not chosen:
+        raise SparkbenchError(f"no run directories given and none under {results}")
+    return chosen
+
+
+@app.command("compare")
+def compare(
+    runs: RunsArg = None,
+    baseline: Annotated[Optional[str], typer.Option(help="Baseline run directory or run_id (default: the first run).")] = None,
+    reference: Annotated[bool, typer.Option(help="Also set the runs beside the published DGX Spark numbers.")] = False,
+    results: ResultsOpt = Path("results"),
+    latest: LatestOpt = 2,
+) -> None:
+    """Headline metrics per run with changes against the baseline and 95% intervals (McNemar for GSM8K)."""
+    from harness.compare import compare_runs, format_comparison
+    from harness.reference import format_reference_table, reference_table
+    from harness.tables import run_summary
+
+    chosen = _runs_or_latest(runs, results, latest)
+    print(format_comparison(compare_runs(chosen, baseline=baseline)))
+    if reference:
+        print()
+        print(format_reference_table(reference_table([run_summary(Path(d)) for d in chosen])))
+
+
+@app.command("report")
+def report(
+    runs: RunsArg = None,
+    out: Annotated[Path, typer.Option(help="Folder for report.html, report.md and plots/.")] = Path("results/report"),
+    baseline: Annotated[Optional[str], typer.Option(help="Baseline run directory or run_id (default: the first run).")] = None,
+    results: ResultsOpt = Path("results"),
+    latest: LatestOpt = 2,
+) -> None:
+    """One self-contained HTML report (and Markdown) with the tables and plots of the runs."""
+    from harness.report import build_report
+
+    html, md = build_report(_runs_or_latest(runs, results, latest), out, baseline=baseline)
+    print(f"report: {html}\nmarkdown: {md}")
+
+
 @app.command("profiles")
 def profiles() -> None:
     """List the server profiles and what each one checks."""

@@ -46,7 +46,7 @@ def judge(config: NightlyConfig, night: str, baseline: dict[str, str], runs: dic
 
 
 def write_report(config: NightlyConfig, night: str, baseline: dict[str, str], runs: dict[str, Path]) -> Path:
-    from harness.plots import trend_plot
+    from harness.trend import trend_plot
     from harness.report import build_report
 
     out = config.state_dir / "reports" / night

@@ -30,7 +30,7 @@ def _color(i: int) -> str:
     return COLORS[i % len(COLORS)]
 
 
-def _figure(width: float, height: float) -> Figure:
+def new_figure(width: float, height: float) -> Figure:
     fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
@@ -59,7 +59,7 @@ def _finite(values: np.ndarray) -> np.ndarray:
 def plot_decode_throughput(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
     """Horizontal bars: each run's aggregate decode throughput, tok/s, with its 95% bootstrap
     interval (requests resampled, `bootstrap_ratio_of_sums`), the value printed on the bar."""
-    fig = _figure(10, 1.6 + 0.8 * len(runs))
+    fig = new_figure(10, 1.6 + 0.8 * len(runs))
     ax = fig.add_subplot()
     right = 0.0
     for i, run in enumerate(runs):
@@ -92,7 +92,7 @@ def plot_latency_cdf(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
     as in the run summary) and their values in the legend."""
     samples = [_finite(r.derived["e2e_ms"]) for r in runs]
     unit, divisor = _time_unit(samples)
-    fig = _figure(10, 5.5)
+    fig = new_figure(10, 5.5)
     ax = fig.add_subplot()
     for i, (run, x) in enumerate(zip(runs, samples)):
         if x.size == 0:
@@ -119,7 +119,7 @@ def plot_latency_cdf(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
 
 def plot_tpot_vs_length(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
     """One point per request: TPOT (ms per output token after the first) against output length."""
-    fig = _figure(10, 5.5)
+    fig = new_figure(10, 5.5)
     ax = fig.add_subplot()
     for i, run in enumerate(runs):
         tokens = run.derived["completion_tokens"].to_numpy(dtype=float)
@@ -139,7 +139,7 @@ def plot_tpot_vs_length(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
 
 
 def _histogram_panels(runs: Sequence[LoadedRun], title: str) -> tuple[Figure, list]:
-    fig = _figure(10, 1.2 + 2.2 * len(runs))
+    fig = new_figure(10, 1.2 + 2.2 * len(runs))
     # A shared axis lets the eye compare runs: the same length sits at the same place in every panel.
     axes = fig.subplots(len(runs), 1, squeeze=False, sharex=True)[:, 0]
     fig.suptitle(title)
@@ -207,7 +207,7 @@ def plot_published_ladder(out_dir: Path) -> list[Path]:
     reference = load_reference()
     steps = ladder(reference)
     values = [v for _, _, v in steps]
-    fig = _figure(10, 5.5)
+    fig = new_figure(10, 5.5)
     ax = fig.add_subplot()
     ax.bar(range(len(steps)), values, color=["#7f7f7f", "#1f77b4", "#2ca02c", "#d62728"], width=0.6)
     for i, value in enumerate(values):

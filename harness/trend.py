@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.nightly import ACCURACY, GATED
-from harness.plots import _figure, save
+from harness.plots import new_figure, save
 
 TREND_NAME = "nightly_trend"
 
@@ -25,7 +25,7 @@ def trend_plot(history: pd.DataFrame, out_dir: Path) -> list[Path]:
     panels = [(w, m, s) for w in sorted(history["workload"].unique())
               for m, s, _ in [*GATED, (*ACCURACY, 0)]
               if ((history["workload"] == w) & (history["metric"] == m) & (history["stat"] == s)).any()]
-    fig = _figure(11, 2.4 * max(1, (len(panels) + 1) // 2))
+    fig = new_figure(11, 2.4 * max(1, (len(panels) + 1) // 2))
     axes = fig.subplots(max(1, (len(panels) + 1) // 2), 2, squeeze=False).ravel()
     for ax, (workload, metric, stat) in zip(axes, panels):
         series, base = trend_series(history, workload, metric, stat)
