@@ -22,9 +22,10 @@ def trend_series(history: pd.DataFrame, workload: str, metric: str, stat: str) -
 
 def trend_plot(history: pd.DataFrame, out_dir: Path) -> list[Path]:
     """One panel per (workload, gated metric): values per night, dashed baseline, red x = regressed."""
-    panels = [(w, m, s) for w in sorted(history["workload"].unique())
+    measured = history.dropna(subset=["value"])  # e.g. accept length of a run without speculation
+    panels = [(w, m, s) for w in sorted(measured["workload"].unique())
               for m, s, _ in [*GATED, (*ACCURACY, 0)]
-              if ((history["workload"] == w) & (history["metric"] == m) & (history["stat"] == s)).any()]
+              if ((measured["workload"] == w) & (measured["metric"] == m) & (measured["stat"] == s)).any()]
     fig = new_figure(11, 2.4 * max(1, (len(panels) + 1) // 2))
     axes = fig.subplots(max(1, (len(panels) + 1) // 2), 2, squeeze=False).ravel()
     for ax, (workload, metric, stat) in zip(axes, panels):
