@@ -9,7 +9,7 @@ import pytest
 
 from tests.e2e.conftest import launched, only_run_dir, sparkbench, synthetic_args
 
-INPUT, OUTPUT, PROMPTS = 512, 64, 3
+INPUT, OUTPUT, PROMPTS = 512, 128, 3
 SPEC_COLUMNS = ["accept_length", "verify_rounds", "accepted_draft_tokens", "proposed_draft_tokens", "accept_rate"]
 
 
@@ -58,7 +58,9 @@ def test_without_speculation_accept_columns_are_empty(plain_run):
 
 def test_ngram_speculation_accept_length_matches_metrics_counters(ngram_run):
     derived = _derived(ngram_run)
-    assert (derived["accept_length"] > 1.0).all()
+    drafted = derived[derived["verify_rounds"] > 0]
+    # A request whose context never repeated gets no n-gram draft: 1.0 tokens per step, honestly.
+    assert len(drafted) >= 2 and (drafted["accept_length"] > 1.0).all()
     assert (derived["completion_tokens"] == OUTPUT).all()
     summary = pd.read_csv(ngram_run / "summary.csv").set_index(["metric", "stat"])["value"]
     counters = summary[("accept_length_server_counters", "value")]
