@@ -58,12 +58,17 @@ def snapshot_server(backend: Backend, base_url: str) -> dict[str, Any]:
 
 
 class _Progress:
-    """Progress bar with ETA and live output tokens/s (display only)."""
+    """Progress bar with ETA and live output tokens/s (display only), started after warm-up."""
 
     def __init__(self, total: int, enabled: bool) -> None:
-        self.bar = tqdm(total=total, unit="req", disable=not enabled, file=sys.stderr, dynamic_ncols=True)
-        self.started = time.perf_counter()
+        self.total, self.enabled = total, enabled
+        self.bar: tqdm | None = None
+        self.started = 0.0
         self.tokens = 0
+
+    def start(self) -> None:
+        self.bar = tqdm(total=self.total, unit="req", disable=not self.enabled, file=sys.stderr, dynamic_ncols=True)
+        self.started = time.perf_counter()
 
     def advance(self, result: StreamResult) -> None:
         self.tokens += result.completion_tokens or 0
@@ -72,7 +77,8 @@ class _Progress:
         self.bar.update(1)
 
     def close(self) -> None:
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
 
 
 async def _warm_up(http: httpx.AsyncClient, backend: Backend, options: RunOptions, prompts: list[Prompt]) -> None:
@@ -85,6 +91,7 @@ async def _measure(http, backend, options, prompts, run: RunDir, writer: RecordW
     for seq, prompt in enumerate(prompts):
         queue.put_nowait((seq, prompt))
     workload = run.manifest["workload"]["name"]
+    progress.start()
 
     async def worker() -> None:
         while not queue.empty():
@@ -140,7 +147,7 @@ def execute(backend: Backend, options: RunOptions, workload: Workload, run: RunD
             raise cause from None  # a bug in the harness: surface it, not the TaskGroup wrapper
     _finalize(run, writer, progress, status, error)
     if status != "complete":
-        raise RunAborted(f"run {status} after {writer.count} of {progress.bar.total} requests ({error}); "
+        raise RunAborted(f"run {status} after {writer.count} of {len(prompts)} requests ({error}); "
                          f"finished requests are in {run.path}")
 
 
