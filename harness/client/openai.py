@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from harness.client.base import MalformedStream, ServerHTTPError, StreamResult
+from harness.client.base import MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult
 from harness.client.prometheus import SPEC_COUNTER_PREFIX, parse_metrics, scrape, spec_decode_counters
 from harness.client.sse import DONE, post_sse
 from harness.errors import SparkbenchError
@@ -240,5 +240,8 @@ class OpenAIBackend:
 
     async def counters(self, http: httpx.AsyncClient, base_url: str) -> dict[str, float] | None:
         """vLLM's speculative counters now (drafts, draft_tokens, accepted_tokens); None without /metrics."""
-        resp = await http.get(f"{base_url}/metrics")
+        try:
+            resp = await http.get(f"{base_url}/metrics")
+        except httpx.HTTPError as exc:
+            raise ServerUnreachable(f"{base_url}/metrics stopped answering ({type(exc).__name__})") from exc
         return spec_decode_counters(resp.text) if resp.status_code == 200 else None
