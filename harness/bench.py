@@ -18,6 +18,7 @@ import pandas as pd
 from harness.client.detect import make_backend
 from harness.client.prometheus import accept_length_from_counters, counter_delta
 from harness.embedded import DEFAULT_PROFILE, SCALE_LABEL, EmbeddedServer, embedded_server
+from harness.preflight import prefix_cache_report, startup_guard
 from harness.profiles import Profile, load_profile
 from harness.records import load_requests
 from harness.rundir import RunDir, new_run_id
@@ -84,8 +85,6 @@ def run_workload(
     guard: bool = True,
 ) -> RunDir:
     """Snapshot the server, guard it, build the workload, record every request, then check."""
-    from harness.preflight import startup_guard  # profiles and guard matter only with a profile
-
     snapshot = snapshot_server(backend, target.base_url)
     profile = target.profile
     guard_record: dict[str, Any] | None = None
@@ -139,8 +138,6 @@ def _counter_summary(counters: dict[str, Any]) -> dict[str, Any]:
 
 def _post_run_guard(run: RunDir, guard: bool) -> None:
     """With a profile, a synthetic run whose prompts hit the prefix cache fails after the fact."""
-    from harness.preflight import prefix_cache_report
-
     if not guard or not run.manifest["workload"].get("requires_uncached_prompts"):
         return
     cached = [None if pd.isna(value) else int(value) for value in load_requests(run.path)["cached_tokens"]]
