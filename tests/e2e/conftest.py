@@ -29,9 +29,9 @@ class LiveServer:
 
 
 @contextmanager
-def launched(profile: str) -> Iterator[LiveServer]:
-    """A server of `profile` for one module's tests, stopped when they are done."""
-    with embedded_server(profile, log_name=f"e2e-{profile}") as server:
+def launched(profile: str, label: str | None = None) -> Iterator[LiveServer]:
+    """A server of `profile` (a name or a YAML path) for one module's tests, stopped when they are done."""
+    with embedded_server(profile, log_name=f"e2e-{label or profile}") as server:
         yield LiveServer(server.base_url, server.model_dir)
 
 
