@@ -13,8 +13,10 @@ import typer
 from harness.errors import SparkbenchError
 
 app = typer.Typer(help="Decode-speed and accuracy benchmarks for LLM inference servers.",
-                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
-run_app = typer.Typer(help="Run a workload against a server and record every request.", no_args_is_help=True)
+                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+                  rich_markup_mode=None)  # plain click output: errors are short, help is greppable
+run_app = typer.Typer(help="Run a workload against a server and record every request.", no_args_is_help=True,
+                      rich_markup_mode=None)
 app.add_typer(run_app, name="run")
 
 ServerOpt = Annotated[Optional[str], typer.Option(

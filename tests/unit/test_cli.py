@@ -1,0 +1,43 @@
+"""The command line's surface: help on every subcommand, bad flags and bad input as short errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+
+COMMANDS = [["run", "synthetic"], ["run", "gsm8k"], ["summarize"], ["compare"], ["report"], ["profiles"],
+            ["serve"], ["check"], ["nightly"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_subcommand_has_help(command):
+    result = CliRunner().invoke(app, [*command, "--help"])
+    assert result.exit_code == 0
+    assert "Usage: " in result.output and "--help" in result.output
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_a_bad_flag_is_a_usage_error():
+    done = _cli("run", "synthetic", "--num-prompts", "0")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith("Error: Invalid value for '--num-prompts'")
+
+
+def test_a_folder_that_is_no_run_is_one_line(tmp_path):
+    done = _cli("summarize", str(tmp_path))
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"sparkbench: {tmp_path}: no manifest.json; is this a run directory?"
+
+
+def test_an_unknown_profile_is_one_line():
+    done = _cli("check", "--profile", "nope", "--server", "http://127.0.0.1:9")
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and "unknown profile 'nope'" in done.stderr
