@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 import yaml
 
-# The CPU test bed spreads 10-15% run to run: the test config gates at 30% so that only a real
-# change trips it (a deployment's config states its own thresholds).
-LOOSE = {"decode_throughput_aggregate": 0.3, "tpot_ms": 0.3, "ttft_ms": 0.5, "e2e_ms": 0.3,
+# Two runs of the same configuration on this 2-core test bed (client and server share the cores)
+# were seen 25% apart in decode throughput; the test config therefore gates at 50% (TTFT, a few
+# tens of ms here, at 100%) so that only a real change trips it. A deployment states its own.
+LOOSE = {"decode_throughput_aggregate": 0.5, "tpot_ms": 0.5, "ttft_ms": 1.0, "e2e_ms": 0.5,
          "accept_length_token_weighted": 0.1}
 
 
