@@ -43,4 +43,6 @@ def test_both_forms_record_the_same_greedy_output(sglang_server, incremental_ser
         assert a.prompt_id == b.prompt_id
         assert list(a.output_ids) == list(b.output_ids) and len(b.output_ids) == SHAPE[2]
         assert a.output_text == b.output_text
-        assert list(b.chunk_tokens) == list(range(1, SHAPE[2] + 1))
+        # Under load the server may put two tokens in one chunk: counts rise strictly to the total.
+        counts = list(b.chunk_tokens)
+        assert counts == sorted(set(counts)) and counts[-1] == SHAPE[2]
