@@ -9,7 +9,7 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +83,14 @@ def run_workload(
     options: RunOptions,
     results_root: Path,
     guard: bool = True,
+    keep_prefix_cache: bool = False,
 ) -> RunDir:
-    """Snapshot the server, guard it, build the workload, record every request, then check."""
+    """Snapshot the server, guard it, build the workload, record every request, then check.
+
+    A workload whose prefill must be measured in full (synthetic) gets the server's prefix cache
+    flushed after warm-up, unless `keep_prefix_cache`: a long-lived server has seen other prompts,
+    and one that began with the same token would serve that token from its cache.
+    """
     snapshot = snapshot_server(backend, target.base_url)
     profile = target.profile
     guard_record: dict[str, Any] | None = None
@@ -102,6 +108,7 @@ def run_workload(
         "options": {"warmup": options.warmup, "concurrency": options.concurrency,
                     "request_timeout_s": options.request_timeout_s},
     }
+    options = replace(options, flush_prefix_cache=bool(spec.get("requires_uncached_prompts")) and not keep_prefix_cache)
     run = RunDir.create(results_root, new_run_id(workload.name), manifest)
     try:
         execute(backend, options, workload, run)

@@ -51,6 +51,7 @@ class Common:
     results: Path
     request_timeout: float
     progress: bool
+    keep_prefix_cache: bool = False
 
     def options(self, base_url: str):
         from harness.runner import RunOptions
@@ -69,7 +70,7 @@ def _run(common: Common, workload: str, workload_options: dict, chat: bool = Fal
         backend = backend_for(target, common.backend, chat=chat, model=common.served_model)
         make = build(workload, workload_options, target.reduced, target.model_dir)
         run = run_workload(target, backend, make, common.options(target.base_url), common.results,
-                           guard=common.guard)
+                           guard=common.guard, keep_prefix_cache=common.keep_prefix_cache)
     print_run_summary(run.path)
 
 
@@ -82,6 +83,8 @@ def run_synthetic(
     seed: Annotated[int, typer.Option(help="Seed of the prompt bodies.")] = 0,
     salt: Annotated[Optional[int], typer.Option(help="Seed of the distinct first tokens (default: fresh per run, recorded).")] = None,
     tokenizer: Annotated[Optional[Path], typer.Option(help="Local tokenizer folder of the served model (default: the server's).")] = None,
+    keep_prefix_cache: Annotated[bool, typer.Option(help="Do not flush the server's prefix cache before measuring "
+                                                         "(SGLang /flush_cache; the guard still checks cached_tokens).")] = False,
     profile: ProfileOpt = None, model: ModelOpt = None, guard: GuardOpt = True,
     backend: BackendOpt = "auto", served_model: ServedModelOpt = None,
     warmup: WarmupOpt = 1, concurrency: ConcurrencyOpt = 1, results: ResultsOpt = Path("results"),
@@ -89,7 +92,7 @@ def run_synthetic(
 ) -> None:
     """Synthetic decode: random-token prompts, fixed output length, greedy, ignore_eos."""
     common = Common(server, profile, model, guard, backend, served_model, warmup, concurrency, results,
-                    request_timeout, progress)
+                    request_timeout, progress, keep_prefix_cache)
     _run(common, "synthetic", {"num_prompts": num_prompts, "input_tokens": input_tokens,
                                "output_tokens": output_tokens, "seed": seed, "salt": salt, "tokenizer": tokenizer})
 

@@ -32,6 +32,8 @@ class Backend(Protocol):
 
     async def counters(self, http: httpx.AsyncClient, base_url: str) -> dict[str, float] | None: ...
 
+    async def flush_prefix_cache(self, http: httpx.AsyncClient, base_url: str) -> str: ...
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -40,6 +42,7 @@ class RunOptions:
     concurrency: int = 1
     request_timeout_s: float = 900.0
     show_progress: bool = True
+    flush_prefix_cache: bool = False  # before measuring: for prompts whose prefill must be measured in full
 
 
 class RunAborted(SparkbenchError):
@@ -111,6 +114,8 @@ async def _drive(backend, options, warmups, prompts, run: RunDir, writer, progre
     limits = httpx.Limits(max_connections=options.concurrency, max_keepalive_connections=options.concurrency)
     async with httpx.AsyncClient(timeout=timeout, limits=limits) as http:
         await _warm_up(http, backend, options, warmups)
+        if options.flush_prefix_cache:
+            run.update(prefix_cache_flush=await backend.flush_prefix_cache(http, options.base_url))
         # Server-side counters bracket the measured requests only (never warm-up or earlier runs).
         run.update(server_counters={"before": await backend.counters(http, options.base_url)})
         await _measure(http, backend, options, prompts, run, writer, progress)

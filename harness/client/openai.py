@@ -238,6 +238,11 @@ class OpenAIBackend:
         facts["metrics_text_keys"] = spec_counter_names(metrics_text) if metrics_text is not None else []
         return facts
 
+    async def flush_prefix_cache(self, http: httpx.AsyncClient, base_url: str) -> str:
+        """Nothing to do: vLLM caches whole blocks chained from the first, so prompts whose first
+        tokens differ share no cached block (and the OpenAI API has no flush)."""
+        return "not flushed (block-level prefix cache; distinct first tokens defeat it)"
+
     async def counters(self, http: httpx.AsyncClient, base_url: str) -> dict[str, float] | None:
         """vLLM's speculative counters now (drafts, draft_tokens, accepted_tokens); None without /metrics."""
         try:

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from harness.client.base import MalformedStream, ServerHTTPError, StreamResult
+from harness.client.base import MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult
 from harness.client.sse import DONE, post_sse
 from harness.spec import Prompt, SamplingParams
 
@@ -111,6 +111,18 @@ class SGLangBackend:
         """The server's resolved arguments and model facts, for the manifest and the guard."""
         return {"server_info": _get_json(http, base_url, "/server_info", "/get_server_info"),
                 "model_info": _get_json(http, base_url, "/model_info", "/get_model_info")}
+
+    async def flush_prefix_cache(self, http: httpx.AsyncClient, base_url: str) -> str:
+        """Empty the radix cache. Any earlier prompt that began with the same token would otherwise
+        serve that token from the cache; only the server can forget what it has seen."""
+        try:
+            resp = await http.post(f"{base_url}/flush_cache")
+        except httpx.HTTPError as exc:
+            raise ServerUnreachable(f"{base_url}/flush_cache stopped answering ({type(exc).__name__})") from exc
+        if resp.status_code != 200:
+            raise ServerHTTPError(f"{base_url}/flush_cache answered HTTP {resp.status_code}: "
+                                  f"{resp.text.strip()[:200]} (use --keep-prefix-cache to skip the flush)")
+        return "flushed (POST /flush_cache)"
 
     async def counters(self, http: httpx.AsyncClient, base_url: str) -> None:
         """None: SGLang reports speculative statistics per request in meta_info, which is what we use

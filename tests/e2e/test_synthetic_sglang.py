@@ -58,6 +58,7 @@ def test_manifest_holds_provenance_and_server_snapshot(synthetic_run):
     assert manifest["workload"]["input_tokens"] == INPUT and "salt" in manifest["workload"]
     assert manifest["sampling"]["temperature"] == 0.0 and manifest["sampling"]["ignore_eos"] is True
     assert manifest["prefix_cache_hits"] == 0
+    assert manifest["prefix_cache_flush"] == "flushed (POST /flush_cache)"  # after warm-up, before measuring
     assert set(manifest["host"]) >= {"hostname", "python", "cpu_count"}
     assert manifest["git"]["commit"] is None or len(manifest["git"]["commit"]) == 40
 

@@ -36,6 +36,10 @@ class ScriptedBackend:
     async def counters(self, http, base_url):
         return {"drafts": float(len(self.sent))}
 
+    async def flush_prefix_cache(self, http, base_url):
+        self.sent.append("flush")
+        return "flushed"
+
 
 class ListWorkload:
     name = "list"
@@ -56,9 +60,10 @@ class ListWorkload:
         return {"name": self.name}
 
 
-def _run(tmp_path, backend, count=5, concurrency=1):
+def _run(tmp_path, backend, count=5, concurrency=1, flush=False):
     run = RunDir.create(tmp_path, "run", {"workload": {"name": "list"}})
-    options = RunOptions(base_url="http://x", warmup=2, concurrency=concurrency, show_progress=False)
+    options = RunOptions(base_url="http://x", warmup=2, concurrency=concurrency, show_progress=False,
+                         flush_prefix_cache=flush)
     return run, lambda: execute(backend, options, ListWorkload(count), run)
 
 
@@ -79,6 +84,21 @@ def test_complete_run_records_measured_prompts_only(tmp_path, concurrency):
     assert manifest["status"] == "complete"
     # Counters are read after the two warm-up requests and after the five measured ones.
     assert manifest["server_counters"] == {"before": {"drafts": 2.0}, "after": {"drafts": 7.0}}
+
+
+def test_prefix_cache_is_flushed_after_warm_up_and_before_measuring(tmp_path):
+    backend = ScriptedBackend()
+    run, go = _run(tmp_path, backend, count=2, flush=True)
+    go()
+    assert backend.sent == ["w0", "w1", "flush", "p0", "p1"]
+    assert _manifest(tmp_path)["prefix_cache_flush"] == "flushed"
+
+
+def test_no_flush_unless_asked(tmp_path):
+    backend = ScriptedBackend()
+    _, go = _run(tmp_path, backend, count=1)
+    go()
+    assert "flush" not in backend.sent
 
 
 def test_server_gone_mid_run_is_interrupted_with_finished_records(tmp_path):
