@@ -4,8 +4,9 @@ SGLang starts its clock when it has parsed the HTTP request (`request_received_t
 client's TTFT and end-to-end latency are a few ms longer at batch 1. Stated tolerance: the client
 figure is never shorter than the server's; the median excess is under 30 ms and no single request
 exceeds 100 ms (on this 2-core test bed the client and the server's three processes share the
-cores, and one request in a few was seen tens of ms late). TPOT divides both offsets over the
-whole output (1,023 gaps here), so client and server TPOT agree within 0.05 ms for every request.
+cores, and one request in a few was seen up to 60 ms late). TPOT divides both offsets over the
+whole output: with the published 2,048 output tokens even such a stall moves it by 0.03 ms, so
+client and server TPOT agree within 0.05 ms for every request.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ TPOT_TOLERANCE_MS = 0.05
 @pytest.fixture(scope="module")
 def derived(sglang_server, tmp_path_factory):
     results = tmp_path_factory.mktemp("timing")
-    done = sparkbench(*synthetic_args(sglang_server, results, 5, 512, 1024))
+    done = sparkbench(*synthetic_args(sglang_server, results, 4, 512, 2048))
     assert done.returncode == 0, done.stderr
     return derive_requests(load_requests(only_run_dir(results)))
 
