@@ -113,13 +113,14 @@ def run_workload(
     try:
         execute(backend, options, workload, run)
     finally:
-        _after_run(run, target)
-    _post_run_guard(run, guard=guard and profile is not None)
+        requests = _after_run(run, target)
+    _post_run_guard(run, requests, guard=guard and profile is not None)
     return run
 
 
-def _after_run(run: RunDir, target: Target) -> None:
-    """Facts only known once requests are on disk: stream mode, prefix-cache hits, counters, log."""
+def _after_run(run: RunDir, target: Target) -> pd.DataFrame:
+    """Facts only known once requests are on disk: stream mode, prefix-cache hits, counters, log.
+    Returns the run's request table."""
     frame = load_requests(run.path)
     modes = sorted(set(frame["stream_mode"]) - {"unknown"}) or ["unknown"]
     cached = frame["cached_tokens"].fillna(0)
@@ -132,6 +133,7 @@ def _after_run(run: RunDir, target: Target) -> None:
               file=sys.stderr, flush=True)
     if target.embedded and target.embedded.log_path.exists():
         shutil.copy(target.embedded.log_path, run.path / "server.log")
+    return frame
 
 
 def _counter_summary(counters: dict[str, Any]) -> dict[str, Any]:
@@ -143,11 +145,11 @@ def _counter_summary(counters: dict[str, Any]) -> dict[str, Any]:
     return {**counters, "delta": delta, "accept_length": accept_length_from_counters(delta)}
 
 
-def _post_run_guard(run: RunDir, guard: bool) -> None:
+def _post_run_guard(run: RunDir, requests: pd.DataFrame, guard: bool) -> None:
     """With a profile, a synthetic run whose prompts hit the prefix cache fails after the fact."""
     if not guard or not run.manifest["workload"].get("requires_uncached_prompts"):
         return
-    cached = [None if pd.isna(value) else int(value) for value in load_requests(run.path)["cached_tokens"]]
+    cached = [None if pd.isna(value) else int(value) for value in requests["cached_tokens"]]
     report = prefix_cache_report(cached)
     run.update(guard={**(run.manifest.get("guard") or {}), "post_run": report.to_dict()})
     if not report.ok:

@@ -56,7 +56,7 @@ def _absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> None
     # An id list as long as the server's count is the whole output so far. After the first
     # token only a cumulative stream can produce that; an incremental delta is always shorter.
     if len(ids) == count:
-        result.output_ids = list(ids)
+        result.output_ids = ids  # freshly parsed for this chunk: no copy needed
         result.text = chunk.get("text", "")
         if previous > 0:
             result.stream_mode = "cumulative"
