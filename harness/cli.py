@@ -54,7 +54,7 @@ class Common:
     keep_prefix_cache: bool = False
 
     def options(self, base_url: str):
-        from harness.runner import RunOptions
+        from harness.run.runner import RunOptions
 
         return RunOptions(base_url=base_url, warmup=self.warmup, concurrency=self.concurrency,
                           request_timeout_s=self.request_timeout, show_progress=self.progress)
@@ -62,8 +62,8 @@ class Common:
 
 def _run(common: Common, workload: str, workload_options: dict, chat: bool = False) -> None:
     """Start or attach to the server, build the named workload for its scale, and run it."""
-    from harness.bench import backend_for, run_workload, target_server
-    from harness.tables import print_run_summary
+    from harness.analysis.tables import print_run_summary
+    from harness.run.bench import backend_for, run_workload, target_server
     from workloads.registry import build
 
     with target_server(common.server, common.profile, common.model) as target:
@@ -129,7 +129,7 @@ def run_gsm8k(
 @app.command("summarize")
 def summarize(run_dir: Annotated[Path, typer.Argument(help="A run directory under results/.")]) -> None:
     """Print the run's summary table (metric, stat, value, unit)."""
-    from harness.tables import print_run_summary
+    from harness.analysis.tables import print_run_summary
 
     print_run_summary(run_dir, full=True)
 
@@ -139,7 +139,7 @@ LatestOpt = Annotated[int, typer.Option(min=1, help="How many of the latest runs
 
 
 def _runs_or_latest(runs: list[Path] | None, results: Path, latest: int) -> list[Path]:
-    from harness.report import find_run_dirs
+    from harness.report.report import find_run_dirs
 
     chosen = list(runs or find_run_dirs(results)[-latest:])
     if not chosen:
@@ -156,9 +156,9 @@ def compare(
     latest: LatestOpt = 2,
 ) -> None:
     """Headline metrics per run with changes against the baseline and 95% intervals (McNemar for GSM8K)."""
-    from harness.compare import compare_runs, format_comparison
-    from harness.reference import format_reference_table, reference_table
-    from harness.tables import run_summary
+    from harness.analysis.compare import compare_runs, format_comparison
+    from harness.analysis.reference import format_reference_table, reference_table
+    from harness.analysis.tables import run_summary
 
     chosen = _runs_or_latest(runs, results, latest)
     print(format_comparison(compare_runs(chosen, baseline=baseline)))
@@ -176,7 +176,7 @@ def report(
     latest: LatestOpt = 2,
 ) -> None:
     """One self-contained HTML report (and Markdown) with the tables and plots of the runs."""
-    from harness.report import build_report
+    from harness.report.report import build_report
 
     html, md = build_report(_runs_or_latest(runs, results, latest), out, baseline=baseline)
     print(f"report: {html}\nmarkdown: {md}")
@@ -185,7 +185,7 @@ def report(
 @app.command("profiles")
 def profiles() -> None:
     """List the server profiles and what each one checks."""
-    from harness.profiles import list_profiles
+    from harness.guard.profiles import list_profiles
 
     for profile in list_profiles():
         checks = ", ".join(sorted(profile.expect)) or "nothing"
@@ -199,7 +199,7 @@ def serve(
     model: ModelOpt = None,
 ) -> None:
     """Launch a server from a profile, wait until it is healthy, and keep it up until Ctrl-C."""
-    from harness.embedded import embedded_server
+    from harness.run.embedded import embedded_server
 
     with embedded_server(profile, model_dir=model, log_name=f"serve-{profile}") as server:
         print(f"{server.profile} ({server.engine}) serving {server.model_dir} at {server.base_url}; "
@@ -218,9 +218,9 @@ def check(
     model: ModelOpt = None,
 ) -> None:
     """Run the configuration guard alone against a running server; exit 0 only if every check passes."""
-    from harness.bench import backend_for, target_server
-    from harness.preflight import startup_guard
-    from harness.runner import snapshot_server
+    from harness.guard.preflight import startup_guard
+    from harness.run.bench import backend_for, target_server
+    from harness.run.runner import snapshot_server
 
     with target_server(server, profile) as target:
         client = backend_for(target, backend)
@@ -237,8 +237,8 @@ def nightly(
     pin_baseline: Annotated[bool, typer.Option(help="Pin tonight's runs as the new baseline.")] = False,
 ) -> None:
     """Run the configured workloads, gate them against the pinned baseline: exit 0 pass, 1 regression, 2 could not run."""
-    from harness.nightly import load_config
-    from harness.nightly_job import COULD_NOT_RUN, run_night
+    from harness.nightly.gate import load_config
+    from harness.nightly.job import COULD_NOT_RUN, run_night
 
     try:
         settings = load_config(config, server=server, profile=profile)

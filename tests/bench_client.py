@@ -15,7 +15,7 @@ import time
 
 import httpx
 
-from harness.client.sglang import generate
+from harness.engines.sglang import generate
 from harness.spec import Prompt, SamplingParams
 
 

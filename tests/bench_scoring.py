@@ -12,8 +12,8 @@ import time
 
 import pandas as pd
 
-from harness.scoring import accuracy_summary, score_table
 from workloads.gsm8k import GSM8KWorkload
+from workloads.gsm8k_scoring import accuracy_summary, score_table
 
 
 def synthetic_requests() -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""Metrics: pure functions of the per-request table (`harness.records.load_requests`).
+"""Metrics: pure functions of the per-request table (`harness.records.requests.load_requests`).
 
 derive_requests adds per-request columns; summarize turns
 them into the run's long summary table; by_length_bin and length_matched_throughput normalize for

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.client.openai import ASSUMED_ONE_PER_CHUNK
+from harness.engines.base import ASSUMED_ONE_PER_CHUNK
 from harness.metrics.values import NS_PER_MS, elapsed_ms, floats, int_array, ratio
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.embedded import embedded_server
+from harness.run.embedded import embedded_server
 from harness.testbed.envs import ensure_model
 
 pytestmark = pytest.mark.e2e

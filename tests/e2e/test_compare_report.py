@@ -10,8 +10,8 @@ import nbformat
 import pandas as pd
 import pytest
 
-from harness.compare import compare_runs
-from harness.report import build_report
+from harness.analysis.compare import compare_runs
+from harness.report.report import build_report
 from tests.e2e.conftest import only_run_dir, sparkbench
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "analysis.ipynb"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from harness.metrics import derive_requests
-from harness.records import load_requests
+from harness.records.requests import load_requests
 from tests.e2e.conftest import only_run_dir, sparkbench, synthetic_args
 
 MEDIAN_EXCESS_MS, MAX_EXCESS_MS = 30.0, 100.0

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.profiles import shipped_profile_paths
+from harness.guard.profiles import shipped_profile_paths
 from tests.e2e.conftest import launched, only_run_dir, sparkbench, synthetic_args
 
 SHAPE = (2, 256, 48)  # prompts, input tokens, output tokens

@@ -10,7 +10,7 @@ import time
 import pandas as pd
 import pytest
 
-from harness.embedded import embedded_server
+from harness.run.embedded import embedded_server
 from tests.e2e.conftest import only_run_dir, sparkbench, synthetic_args
 
 INPUT, OUTPUT, PROMPTS = 1024, 24, 3

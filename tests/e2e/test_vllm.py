@@ -27,7 +27,7 @@ def _synthetic(server, results, *extra):
 
 def _derived(run_dir):
     from harness.metrics import derive_requests
-    from harness.records import load_requests
+    from harness.records.requests import load_requests
 
     return derive_requests(load_requests(run_dir))
 

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from harness.records import COLUMNS, RequestRecord
+from harness.records.requests import COLUMNS, RequestRecord
 
 # A perf_counter_ns reading after ~58 days of uptime: stamps this large catch float rounding.
 BASE_NS = 5 * 10**15

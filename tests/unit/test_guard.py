@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import SparkbenchError
-from harness.guard import (
+from harness.guard.checks import (
     Finding,
     GuardReport,
     check_canary,
@@ -21,7 +21,7 @@ from harness.guard import (
     lm_head_dtype,
     vllm_server_facts,
 )
-from harness.profiles import list_profiles, load_profile
+from harness.guard.profiles import list_profiles, load_profile
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sglang_0.5.23_cpu_server_info.json"
 TINY_MODEL_CONFIG = {"architectures": ["LlamaForCausalLM"], "torch_dtype": "bfloat16", "vocab_size": 4096}

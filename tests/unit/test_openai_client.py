@@ -20,10 +20,10 @@ from typing import Any
 import httpx
 import pytest
 
-from harness.client.base import MalformedStream, ServerHTTPError, ServerUnreachable
-from harness.client.detect import detect_backend, make_backend, probe
-from harness.client.openai import ASSUMED_ONE_PER_CHUNK, NotOpenAIServer, OpenAIBackend
-from harness.client.sglang import SGLangBackend
+from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable
+from harness.engines.detect import detect_backend, make_backend, probe
+from harness.engines.openai import ASSUMED_ONE_PER_CHUNK, NotOpenAIServer, OpenAIBackend
+from harness.engines.sglang import SGLangBackend
 from harness.errors import SparkbenchError
 from harness.spec import Prompt, SamplingParams
 

@@ -12,14 +12,14 @@ import pytest
 import yaml
 
 from harness.errors import SparkbenchError
-from harness.profiles import (
+from harness.guard.profiles import (
     PROFILES_DIR,
     Profile,
-    launch_spec,
     list_profiles,
     load_profile,
     profile_from_dict,
 )
+from harness.run.embedded import launch_spec
 
 LADDER = ("spark-baseline", "spark-humming", "spark-fp8-head", "spark-mtp")
 TESTBED = ("cpu-testbed", "vllm-cpu", "vllm-cpu-ngram", "vllm-cpu-never-accept")

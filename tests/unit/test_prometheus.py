@@ -12,7 +12,7 @@ import json
 import math
 from pathlib import Path
 
-from harness.client.prometheus import (
+from harness.engines.prometheus import (
     accept_length_from_counters,
     counter_delta,
     metric_total,

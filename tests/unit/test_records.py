@@ -7,9 +7,9 @@ import json
 import pandas as pd
 import pytest
 
-from harness.client.base import StreamResult
+from harness.engines.base import StreamResult
 from harness.errors import SparkbenchError
-from harness.records import COLUMNS, RecordWriter, RequestRecord, load_requests, write_parquet
+from harness.records.requests import COLUMNS, RecordWriter, RequestRecord, load_requests, write_parquet
 from harness.spec import Prompt, SamplingParams
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from harness.analysis.reference import REFERENCE_CSV, ladder, load_reference, published, published_gains, reference_table
 from harness.metrics.schema import SUMMARY_COLUMNS
-from harness.reference import REFERENCE_CSV, ladder, load_reference, published, published_gains, reference_table
 
 # (run_id, workload, metric, stat, value) of every published figure, in the harness's units.
 FIGURES = [

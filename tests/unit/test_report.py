@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.compare import compare_runs, format_comparison, load_run
-from harness.embedded import SCALE_LABEL
-from harness.plots import plot_all
-from harness.report import build_report, find_run_dirs
+from harness.analysis.compare import compare_runs, format_comparison, load_run
+from harness.records.rundir import SCALE_LABEL
+from harness.report.plots import plot_all
+from harness.report.report import build_report, find_run_dirs
 from tests.unit.conftest import build_record
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from harness.client.base import MalformedStream, ServerUnreachable, StreamResult
-from harness.records import load_requests
-from harness.rundir import RunDir
-from harness.runner import RunAborted, RunOptions, execute
+from harness.engines.base import MalformedStream, ServerUnreachable, StreamResult
+from harness.records.requests import load_requests
+from harness.records.rundir import RunDir
+from harness.run.runner import RunAborted, RunOptions, execute
 from harness.spec import Prompt, SamplingParams
 
 

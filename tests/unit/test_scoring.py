@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from harness.errors import SparkbenchError
-from harness.scoring import (
+from workloads.gsm8k import gold_answer, load_vendored
+from workloads.gsm8k_scoring import (
     FLEXIBLE_NUMBER,
     SCORED_COLUMNS,
     accuracy_summary,
@@ -23,7 +24,6 @@ from harness.scoring import (
     score_table,
     wilson_interval,
 )
-from workloads.gsm8k import gold_answer, load_vendored
 
 RECITED_SHOTS = (
     "Question: Tom has 3 apples and buys 4 more. How many?\nAnswer: 3 + 4 = 7\n#### 7\n\n"

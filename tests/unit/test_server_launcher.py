@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness.server import LaunchSpec, ManagedServer, ServerStartError, free_port
+from harness.run.server import LaunchSpec, ManagedServer, ServerStartError, free_port
 
 # A server that also forks a worker, as engines do; both must be gone after stop().
 SERVER = """

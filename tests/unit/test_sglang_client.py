@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from harness.client.base import MalformedStream, ServerHTTPError, ServerUnreachable
-from harness.client.sglang import generate, request_body
+from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable
+from harness.engines.sglang import generate, request_body
 from harness.spec import Prompt, SamplingParams
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

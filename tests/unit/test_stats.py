@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.stats import (accuracy_change, bootstrap_ci, bootstrap_ratio_of_sums, bootstrap_ratio_of_sums_change,
+from harness.analysis.stats import (accuracy_change, bootstrap_ci, bootstrap_ratio_of_sums, bootstrap_ratio_of_sums_change,
                            bootstrap_relative_change, discordant_counts, mcnemar_exact, percentile_stat)
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 
-from harness.client.base import MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult
-from harness.client.sse import DONE, post_sse
+from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult
+from harness.engines.sse import DONE, post_sse
 from harness.spec import Prompt, SamplingParams
 
 

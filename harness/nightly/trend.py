@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.nightly import ACCURACY, GATED
-from harness.plots import new_figure, save
+from harness.nightly.gate import ACCURACY, GATED
+from harness.report.plots import new_figure, save
 
 TREND_NAME = "nightly_trend"
 

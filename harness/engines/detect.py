@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import httpx
 
-from harness.client.base import ServerHTTPError, ServerUnreachable
-from harness.client.openai import OpenAIBackend
-from harness.client.sglang import SGLangBackend
+from harness.engines.base import ServerHTTPError, ServerUnreachable
+from harness.engines.openai import OpenAIBackend
+from harness.engines.sglang import SGLangBackend
 from harness.errors import SparkbenchError
 
 BACKENDS = ("sglang", "openai", "auto")

@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 
 from harness.metrics import SUMMARY_COLUMNS, summarize
-from harness.records import load_requests
-from harness.rundir import load_manifest
-from harness.scoring import accuracy_summary, score_table
+from harness.records.requests import load_requests
+from harness.records.rundir import load_manifest
+from workloads.gsm8k_scoring import accuracy_summary, score_table
 
 SUMMARY_NAME = "summary.csv"
 QUESTIONS_NAME = "questions.parquet"  # GSM8K: prompt, output, gold, both predictions and flags per question

@@ -1,6 +1,6 @@
 """Figures of measured runs and of the published ladder, each written as PNG and SVG.
 
-Every function takes loaded runs (`harness.compare.load_run`: manifest, derived per-request table,
+Every function takes loaded runs (`harness.analysis.compare.load_run`: manifest, derived per-request table,
 summary) and an output folder, and returns the paths it wrote. Figures are matplotlib `Figure`
 objects rendered by the Agg canvas, so nothing depends on pyplot's global state or the session's
 backend. Runs are named by `run_label`: run_id and scale, so a REDUCED SCALE test-bed run is never
@@ -17,10 +17,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from harness.compare import LoadedRun, accept_parts, decode_parts, run_label
-from harness.embedded import SCALE_LABEL
-from harness.reference import ladder, load_reference, published_gains
-from harness.stats import bootstrap_ratio_of_sums
+from harness.analysis.compare import LoadedRun, accept_parts, decode_parts, run_label
+from harness.analysis.reference import ladder, load_reference, published_gains
+from harness.analysis.stats import bootstrap_ratio_of_sums
+from harness.records.rundir import SCALE_LABEL
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 NO_SPECULATION = "no speculative decoding in this run\n(the server reported no verify rounds)"

@@ -15,14 +15,15 @@ from typing import Any
 
 import pandas as pd
 
-from harness.client.detect import make_backend
-from harness.client.prometheus import accept_length_from_counters, counter_delta
-from harness.embedded import DEFAULT_PROFILE, SCALE_LABEL, EmbeddedServer, embedded_server
-from harness.preflight import prefix_cache_report, startup_guard
-from harness.profiles import Profile, load_profile
-from harness.records import load_requests
-from harness.rundir import RunDir, new_run_id
-from harness.runner import Backend, RunAborted, RunOptions, execute, snapshot_server
+from harness.engines.base import Backend
+from harness.engines.detect import make_backend
+from harness.engines.prometheus import accept_length_from_counters, counter_delta
+from harness.guard.preflight import prefix_cache_report, startup_guard
+from harness.guard.profiles import Profile, load_profile
+from harness.records.requests import load_requests
+from harness.records.rundir import SCALE_LABEL, RunDir, new_run_id
+from harness.run.embedded import DEFAULT_PROFILE, EmbeddedServer, embedded_server
+from harness.run.runner import RunAborted, RunOptions, execute, snapshot_server
 from workloads import Workload
 
 ENGINE_BACKEND = {"sglang": "sglang", "vllm": "openai"}

@@ -16,17 +16,15 @@ from typing import Any
 
 import httpx
 
-from harness.client.base import MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult
-from harness.client.prometheus import SPEC_COUNTER_PREFIX, parse_metrics, scrape, spec_decode_counters
-from harness.client.sse import DONE, post_sse
+from harness.engines.base import (ASSUMED_ONE_PER_CHUNK, MalformedStream, ServerHTTPError, ServerUnreachable,
+                                  StreamResult)
+from harness.engines.prometheus import SPEC_COUNTER_PREFIX, parse_metrics, scrape, spec_decode_counters
+from harness.engines.sse import DONE, post_sse
 from harness.errors import SparkbenchError
 from harness.spec import Prompt, SamplingParams
 
 COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"
-# Marks a result whose chunk_tokens were counted one per text-bearing chunk, because the server
-# sent no running usage; readers must not take those counts as the server's.
-ASSUMED_ONE_PER_CHUNK = "assumed_one_per_chunk"
 
 
 class NotOpenAIServer(ServerHTTPError):

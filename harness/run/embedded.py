@@ -7,17 +7,22 @@ labelled as the reduced-scale test bed. Any profile can be launched the same way
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.server import ManagedServer, free_port
+from harness.errors import SparkbenchError
+from harness.guard.profiles import Profile, load_profile
+from harness.run.server import LaunchSpec, ManagedServer, free_port
 from harness.testbed.envs import TESTBED_DIR, cache_root, ensure_model, env_python
 
 STANDIN_DIR = TESTBED_DIR / "sgl_kernel_cpu"
 DEFAULT_PROFILE = "cpu-testbed"
-SCALE_LABEL = "REDUCED SCALE: embedded CPU test bed (tiny random model), not the published shape"
+# The flag that names the checkpoint differs between the engines' launchers.
+MODEL_FLAG = {"sglang": "--model-path", "vllm": "--model"}
+LOOPBACK = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -37,12 +42,36 @@ def _engine_env(engine: str) -> dict[str, str]:
     return {}
 
 
+def launch_spec(profile: Profile, model_dir: Path, port: int, env_python: Path,
+                standin_dir: Path | None = None, served_model_name: str | None = None) -> LaunchSpec:
+    """The command and environment that start `profile` serving `model_dir` on 127.0.0.1:`port`.
+
+    vLLM also gets `--served-model-name` (default: the model folder's name). A profile that needs
+    the CPU kernel stand-in gets `standin_dir` first on PYTHONPATH, so the server imports the
+    stand-in `sgl_kernel` instead of the CUDA-only wheel.
+    """
+    argv = [str(env_python), "-m", profile.launch.module, MODEL_FLAG[profile.engine], str(model_dir),
+            "--host", LOOPBACK, "--port", str(port)]
+    if profile.engine == "vllm":
+        argv += ["--served-model-name", served_model_name or Path(model_dir).name]
+    argv += profile.launch.args
+    env = dict(profile.launch.env)
+    if profile.launch.cpu_kernel_standin:
+        env["PYTHONPATH"] = _standin_pythonpath(profile, standin_dir)
+    return LaunchSpec(argv=argv, env=env)
+
+
+def _standin_pythonpath(profile: Profile, standin_dir: Path | None) -> str:
+    if standin_dir is None:
+        raise SparkbenchError(f"profile {profile.name} needs the sgl_kernel stand-in folder (standin_dir)")
+    inherited = os.environ.get("PYTHONPATH")  # kept after the stand-in, which must win the import
+    return os.pathsep.join([str(standin_dir), *([inherited] if inherited else [])])
+
+
 @contextmanager
 def embedded_server(profile_name: str = DEFAULT_PROFILE, model_dir: Path | None = None,
                     log_name: str = "server") -> Iterator[EmbeddedServer]:
     """Start a server from a profile (default model: the tiny test-bed model), always stop it."""
-    from harness.profiles import launch_spec, load_profile  # attaching to a server needs no profiles
-
     profile = load_profile(profile_name)
     model = Path(model_dir) if model_dir else ensure_model()
     port = free_port()

@@ -7,9 +7,16 @@ time only to place the request in the calendar.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
+
+import httpx
 
 from harness.errors import SparkbenchError
+from harness.spec import Prompt
+
+# Marks a result whose chunk_tokens were counted one per text-bearing chunk, because the server
+# sent no running usage; readers must not take those counts as the server's.
+ASSUMED_ONE_PER_CHUNK = "assumed_one_per_chunk"
 
 
 @dataclass
@@ -33,6 +40,20 @@ class StreamResult:
     cached_tokens: int | None = None
     finish_reason: str | None = None
     stream_mode: str = "unknown"  # cumulative | incremental | unknown (a single chunk proves neither)
+
+
+class Backend(Protocol):
+    """What the runner and the guard need from a client of one server API."""
+
+    name: str
+
+    async def send(self, http: httpx.AsyncClient, base_url: str, prompt: Prompt) -> StreamResult: ...
+
+    def snapshot(self, http: httpx.Client, base_url: str) -> dict[str, Any]: ...
+
+    async def counters(self, http: httpx.AsyncClient, base_url: str) -> dict[str, float] | None: ...
+
+    async def flush_prefix_cache(self, http: httpx.AsyncClient, base_url: str) -> str: ...
 
 
 class ServerUnreachable(SparkbenchError):

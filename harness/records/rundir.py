@@ -21,7 +21,9 @@ from harness import __version__
 from harness.errors import SparkbenchError
 
 MANIFEST_NAME = "manifest.json"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+# The manifest's `scale` of runs on the embedded test bed; every output of such a run states it.
+SCALE_LABEL = "REDUCED SCALE: embedded CPU test bed (tiny random model), not the published shape"
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def utc_now() -> str:

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.errors import SparkbenchError
-from harness.profiles import Profile
+from harness.guard.profiles import Profile
 
 FP8_LM_HEAD_ENV = "SGLANG_ENABLE_FP8_LM_HEAD"
 # The profile's names for speculative settings -> the server-info keys they are compared with.

@@ -10,29 +10,17 @@ import asyncio
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 from tqdm import tqdm
 
-from harness.client.base import MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult
+from harness.engines.base import Backend, MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult
 from harness.errors import SparkbenchError
-from harness.records import RecordWriter, RequestRecord, write_parquet
-from harness.rundir import RunDir
+from harness.records.requests import RecordWriter, RequestRecord, write_parquet
+from harness.records.rundir import RunDir
 from harness.spec import Prompt
 from workloads import Workload
-
-
-class Backend(Protocol):
-    name: str
-
-    async def send(self, http: httpx.AsyncClient, base_url: str, prompt: Prompt) -> StreamResult: ...
-
-    def snapshot(self, http: httpx.Client, base_url: str) -> dict[str, Any]: ...
-
-    async def counters(self, http: httpx.AsyncClient, base_url: str) -> dict[str, float] | None: ...
-
-    async def flush_prefix_cache(self, http: httpx.AsyncClient, base_url: str) -> str: ...
 
 
 @dataclass(frozen=True)

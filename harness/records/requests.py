@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.client.base import StreamResult
+from harness.engines.base import StreamResult
 from harness.errors import SparkbenchError
 from harness.spec import Prompt
 

@@ -5,7 +5,7 @@
 - baseline_value: the baseline's statistic over the same prompts (paired) or all its requests;
 - change: `value / baseline_value - 1` (change_kind "relative", 0.10 = +10%), or for accuracy the
   difference `value - baseline_value` (change_kind "difference", fraction of questions);
-- ci95_low, ci95_high: 95% interval of the change (harness.stats); p_value: exact McNemar (accuracy);
+- ci95_low, ci95_high: 95% interval of the change (harness.analysis.stats); p_value: exact McNemar (accuracy);
 - paired: whether the requests were paired by prompt_id (see `pairable`).
 Beside the raw aggregate decode throughput, stat `length_matched` holds the candidate reweighted to
 the baseline's output-length mix (`length_matched_throughput`; its change is against the baseline's
@@ -24,14 +24,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.analysis.stats import (accuracy_change, bootstrap_change, bootstrap_ratio_of_sums_change,
+                           bootstrap_relative_change, discordant_counts, mcnemar_exact)
+from harness.analysis.tables import run_summary, scored_questions
 from harness.errors import SparkbenchError
 from harness.metrics import derive_requests, length_match_weights, length_matched_throughput
 from harness.metrics.schema import DISTRIBUTION_UNITS, RUN_UNITS
-from harness.records import load_requests
-from harness.rundir import load_manifest
-from harness.stats import (accuracy_change, bootstrap_change, bootstrap_ratio_of_sums_change,
-                           bootstrap_relative_change, discordant_counts, mcnemar_exact)
-from harness.tables import run_summary, scored_questions
+from harness.records.requests import load_requests
+from harness.records.rundir import load_manifest
 
 COMPARISON_COLUMNS = ["run_id", "workload", "metric", "stat", "value", "unit", "baseline_run_id",
                       "baseline_value", "change", "change_kind", "ci95_low", "ci95_high", "paired", "n",

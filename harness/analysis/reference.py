@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.metrics.schema import SUMMARY_COLUMNS
-from harness.rundir import REPO_ROOT
+from harness.records.rundir import REPO_ROOT
 
 REFERENCE_CSV = REPO_ROOT / "results" / "reference" / "published_dgx_spark.csv"
 # The ablation ladder on the synthetic workload: each step adds one mechanism to the one before.

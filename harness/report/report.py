@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.compare import LoadedRun, compare_loaded, load_run, run_label
-from harness.plots import plot_all
-from harness.reference import reference_table
-from harness.tables import headline
+from harness.analysis.compare import LoadedRun, compare_loaded, load_run, run_label
+from harness.analysis.reference import reference_table
+from harness.analysis.tables import headline
+from harness.report.plots import plot_all
 
 SAMPLE_OUTPUTS = 3  # model outputs shown per run
 SAMPLE_CHARS = 400

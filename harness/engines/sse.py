@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from harness.client.base import MalformedStream, ServerHTTPError, ServerUnreachable
+from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable
 
 DONE = object()  # sentinel yielded for `data: [DONE]`
 

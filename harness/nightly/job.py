@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import SparkbenchError
-from harness.nightly import (NightlyConfig, append_history, night_id, pin_baseline, pinned_baseline,
+from harness.nightly.gate import (NightlyConfig, append_history, night_id, pin_baseline, pinned_baseline,
                              verdicts)
 
 PASS, REGRESSION, COULD_NOT_RUN = 0, 1, 2
@@ -16,8 +16,8 @@ PASS, REGRESSION, COULD_NOT_RUN = 0, 1, 2
 
 def run_workloads(config: NightlyConfig) -> dict[str, Path]:
     """Run every configured workload on one server (guarded when a profile is named)."""
-    from harness.bench import backend_for, run_workload, target_server
-    from harness.runner import RunOptions
+    from harness.run.bench import backend_for, run_workload, target_server
+    from harness.run.runner import RunOptions
     from workloads.registry import build
 
     runs: dict[str, Path] = {}
@@ -32,7 +32,7 @@ def run_workloads(config: NightlyConfig) -> dict[str, Path]:
 
 def judge(config: NightlyConfig, night: str, baseline: dict[str, str], runs: dict[str, Path]) -> pd.DataFrame:
     """Compare each workload's run with its baseline; gate it; record the night in the history."""
-    from harness.compare import compare_runs
+    from harness.analysis.compare import compare_runs
 
     tables = []
     for workload, run_dir in runs.items():
@@ -46,8 +46,8 @@ def judge(config: NightlyConfig, night: str, baseline: dict[str, str], runs: dic
 
 
 def write_report(config: NightlyConfig, night: str, baseline: dict[str, str], runs: dict[str, Path]) -> Path:
-    from harness.trend import trend_plot
-    from harness.report import build_report
+    from harness.nightly.trend import trend_plot
+    from harness.report.report import build_report
 
     out = config.state_dir / "reports" / night
     trend = trend_plot(pd.read_csv(config.history_file), out)

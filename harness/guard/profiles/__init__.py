@@ -2,7 +2,7 @@
 
 A profile is a YAML file shipped in this folder (or any path given by the user). It names the
 engine, the launch module, arguments and environment, and the expectations the configuration
-guard (`harness.guard`) checks against the running server. Keys left out of `expect` are not
+guard (`harness.guard.checks`) checks against the running server. Keys left out of `expect` are not
 checked; `speculative: null` is an expectation (no speculation), not an omission.
 
 Schema:
@@ -18,7 +18,6 @@ Schema:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,6 @@ from typing import Any
 import yaml
 
 from harness.errors import SparkbenchError
-from harness.server import LaunchSpec
 
 PROFILES_DIR = Path(__file__).resolve().parent
 ENGINES = ("sglang", "vllm")
@@ -40,14 +38,11 @@ SPECULATIVE_KEYS = {"algorithm", "num_steps", "num_draft_tokens", "eagle_topk"}
 LM_HEAD_DTYPES = ("bf16", "fp16", "fp32", "fp8")
 CANARY_KEYS = {"min_accept_length"}
 DEFAULT_MIN_ACCEPT_LENGTH = 1.05
-# The flag that names the checkpoint differs between the engines' launchers.
-MODEL_FLAG = {"sglang": "--model-path", "vllm": "--model"}
-LOOPBACK = "127.0.0.1"
 
 
 @dataclass(frozen=True)
 class Launch:
-    """How the server process is started (host, port and model are added by `launch_spec`)."""
+    """How the server process is started (host, port and model are added by `harness.run.embedded.launch_spec`)."""
 
     module: str
     args: tuple[str, ...] = ()
@@ -197,29 +192,3 @@ def _canary(value: Any, speculation_expected: bool, where: str) -> Canary | None
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or threshold < 1.0:
         raise SparkbenchError(f"{where} canary.min_accept_length must be a number >= 1.0, not {threshold!r}")
     return Canary(min_accept_length=float(threshold))
-
-
-def launch_spec(profile: Profile, model_dir: Path, port: int, env_python: Path,
-                standin_dir: Path | None = None, served_model_name: str | None = None) -> LaunchSpec:
-    """The command and environment that start `profile` serving `model_dir` on 127.0.0.1:`port`.
-
-    vLLM also gets `--served-model-name` (default: the model folder's name). A profile that needs
-    the CPU kernel stand-in gets `standin_dir` first on PYTHONPATH, so the server imports the
-    stand-in `sgl_kernel` instead of the CUDA-only wheel.
-    """
-    argv = [str(env_python), "-m", profile.launch.module, MODEL_FLAG[profile.engine], str(model_dir),
-            "--host", LOOPBACK, "--port", str(port)]
-    if profile.engine == "vllm":
-        argv += ["--served-model-name", served_model_name or Path(model_dir).name]
-    argv += profile.launch.args
-    env = dict(profile.launch.env)
-    if profile.launch.cpu_kernel_standin:
-        env["PYTHONPATH"] = _standin_pythonpath(profile, standin_dir)
-    return LaunchSpec(argv=argv, env=env)
-
-
-def _standin_pythonpath(profile: Profile, standin_dir: Path | None) -> str:
-    if standin_dir is None:
-        raise SparkbenchError(f"profile {profile.name} needs the sgl_kernel stand-in folder (standin_dir)")
-    inherited = os.environ.get("PYTHONPATH")  # kept after the stand-in, which must win the import
-    return os.pathsep.join([str(standin_dir), *([inherited] if inherited else [])])

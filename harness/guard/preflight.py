@@ -1,6 +1,6 @@
 """The configuration guard against a live server: facts, canary request, and post-run checks.
 
-`harness.guard` holds the pure checks; this module gathers what they read from the running server
+`harness.guard.checks` holds the pure checks; this module gathers what they read from the running server
 (its snapshot, the checkpoint's config, one short greedy canary request) and runs them before any
 measured request, so a server that is not running the configuration under test is refused.
 """
@@ -14,11 +14,11 @@ from typing import Any
 
 import httpx
 
+from harness.engines.base import Backend
 from harness.errors import SparkbenchError
-from harness.guard import GuardReport, check_canary, check_prefix_cache, check_startup, vllm_server_facts
+from harness.guard.checks import GuardReport, check_canary, check_prefix_cache, check_startup, vllm_server_facts
+from harness.guard.profiles import Profile
 from harness.metrics.speculative import speculation
-from harness.profiles import Profile
-from harness.runner import Backend
 from harness.spec import Prompt, SamplingParams
 
 # Counting repeats itself, so any working drafter (MTP, EAGLE, n-gram) gets drafts accepted on it.

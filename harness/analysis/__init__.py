@@ -1,0 +1,1 @@
+"""Analysis of recorded runs: summary tables, comparisons with intervals, the published reference."""

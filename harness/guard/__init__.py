@@ -1,0 +1,1 @@
+"""The configuration guard: server profiles, the pure checks, and the checks against a live server."""

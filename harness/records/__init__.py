@@ -1,0 +1,1 @@
+"""Records: what a run leaves on disk, the per-request rows and the manifest of the run directory."""

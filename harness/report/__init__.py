@@ -1,0 +1,1 @@
+"""Reports for people: figures of runs and the HTML/Markdown report."""
