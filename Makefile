@@ -18,7 +18,7 @@ help: ## List the targets
 
 $(BIN)/sparkbench: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,energy]'
 	@touch $@
 
 setup: $(BIN)/sparkbench ## Create .venv with the harness and its test tools

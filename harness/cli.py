@@ -34,6 +34,8 @@ ConcurrencyOpt = Annotated[int, typer.Option(min=1, help="Requests in flight at 
 ResultsOpt = Annotated[Path, typer.Option(help="Folder that receives results/<run_id>/.")]
 TimeoutOpt = Annotated[float, typer.Option(min=1.0, help="Seconds a request may go without any data.")]
 ProgressOpt = Annotated[bool, typer.Option(help="Show the progress bar.")]
+PowerOpt = Annotated[int, typer.Option(min=0, help="Sample device power (NVML GPUs, RAPL CPU packages) every N ms "
+                                                  "during the measured requests; 0 = off.")]
 
 
 @dataclass(frozen=True)
@@ -52,12 +54,14 @@ class Common:
     request_timeout: float
     progress: bool
     keep_prefix_cache: bool = False
+    power_sample_ms: int = 100
 
     def options(self, base_url: str):
         from harness.run.runner import RunOptions
 
         return RunOptions(base_url=base_url, warmup=self.warmup, concurrency=self.concurrency,
-                          request_timeout_s=self.request_timeout, show_progress=self.progress)
+                          request_timeout_s=self.request_timeout, show_progress=self.progress,
+                          power_interval_s=self.power_sample_ms / 1000)
 
 
 def _run(common: Common, workload: str, workload_options: dict, chat: bool = False) -> None:
@@ -88,11 +92,11 @@ def run_synthetic(
     profile: ProfileOpt = None, model: ModelOpt = None, guard: GuardOpt = True,
     backend: BackendOpt = "auto", served_model: ServedModelOpt = None,
     warmup: WarmupOpt = 1, concurrency: ConcurrencyOpt = 1, results: ResultsOpt = Path("results"),
-    request_timeout: TimeoutOpt = 900.0, progress: ProgressOpt = True,
+    request_timeout: TimeoutOpt = 900.0, progress: ProgressOpt = True, power_sample_ms: PowerOpt = 100,
 ) -> None:
     """Synthetic decode: random-token prompts, fixed output length, greedy, ignore_eos."""
     common = Common(server, profile, model, guard, backend, served_model, warmup, concurrency, results,
-                    request_timeout, progress, keep_prefix_cache)
+                    request_timeout, progress, keep_prefix_cache, power_sample_ms)
     _run(common, "synthetic", {"num_prompts": num_prompts, "input_tokens": input_tokens,
                                "output_tokens": output_tokens, "seed": seed, "salt": salt, "tokenizer": tokenizer})
 
@@ -115,11 +119,11 @@ def run_gsm8k(
     profile: ProfileOpt = None, model: ModelOpt = None, guard: GuardOpt = True,
     backend: BackendOpt = "auto", served_model: ServedModelOpt = None,
     warmup: WarmupOpt = 1, concurrency: ConcurrencyOpt = 1, results: ResultsOpt = Path("results"),
-    request_timeout: TimeoutOpt = 900.0, progress: ProgressOpt = True,
+    request_timeout: TimeoutOpt = 900.0, progress: ProgressOpt = True, power_sample_ms: PowerOpt = 100,
 ) -> None:
     """GSM8K: five-shot chain-of-thought, published sampling; accuracy and speed from the same requests."""
     common = Common(server, profile, model, guard, backend, served_model, warmup, concurrency, results,
-                    request_timeout, progress)
+                    request_timeout, progress, power_sample_ms=power_sample_ms)
     _run(common, "gsm8k", {"limit": limit, "offset": offset, "shuffle": shuffle, "shuffle_seed": shuffle_seed,
                            "shot_seed": shot_seed, "chat": chat, "source": source, "temperature": temperature,
                            "top_p": top_p, "top_k": top_k, "max_new_tokens": max_new_tokens,

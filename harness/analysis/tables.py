@@ -12,6 +12,8 @@ from pathlib import Path
 import pandas as pd
 
 from harness.metrics import SUMMARY_COLUMNS, summarize
+from harness.metrics.energy import energy_units, run_energy
+from harness.power.sampler import load_power_samples
 from harness.records.requests import load_requests
 from harness.records.rundir import load_manifest
 from workloads.gsm8k_scoring import accuracy_summary, score_table
@@ -28,6 +30,12 @@ HEADLINE = [
     ("accept_length", ["mean"]),
     ("accept_length_token_weighted", ["value"]),
     ("accept_length_server_counters", ["value"]),
+    ("gpu_energy_per_output_token_j", ["value"]),
+    ("gpu_output_tokens_per_j", ["value"]),
+    ("gpu_power_mean_w", ["value"]),
+    ("gpu_power_peak_w", ["value"]),
+    ("cpu_package_energy_per_output_token_j", ["value"]),
+    ("cpu_package_power_mean_w", ["value"]),
     ("gsm8k_accuracy_strict", ["mean", "ci95_low", "ci95_high"]),
     ("gsm8k_accuracy_flexible", ["mean", "ci95_low", "ci95_high"]),
 ]
@@ -53,7 +61,7 @@ def run_tables(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     manifest = load_manifest(run_dir)
     run_id, workload = manifest["run_id"], manifest["workload"]["name"]
     requests = load_requests(run_dir)
-    parts, questions = [counter_rows(manifest)], None
+    parts, questions = [counter_rows(manifest), energy_rows(run_dir, manifest, requests)], None
     if workload == "gsm8k" and not requests.empty:
         scored = scored_questions(requests)
         requests = with_correctness(requests, scored)
@@ -74,6 +82,27 @@ def counter_rows(manifest: dict) -> pd.DataFrame:
     value = (manifest.get("server_counters") or {}).get("accept_length")
     rows = [] if value is None else [("accept_length_server_counters", "value", value, "tokens/round")]
     return pd.DataFrame(rows, columns=["metric", "stat", "value", "unit"])
+
+
+def energy_rows(run_dir: Path, manifest: dict, requests: pd.DataFrame) -> pd.DataFrame:
+    """Energy per output token and power (harness.metrics.energy) from the run's power samples;
+    every figure NaN ("not measured") when no sensor answered."""
+    sensors = (manifest.get("power") or {}).get("sensors") or []
+    values = run_energy(requests, load_power_samples(run_dir), sensors)
+    units = energy_units()
+    return pd.DataFrame([(metric, "value", value, units[metric]) for metric, value in values.items()],
+                        columns=["metric", "stat", "value", "unit"])
+
+
+def power_note(manifest: dict) -> str:
+    """How energy was measured (sensors, method, interval), or why it was not."""
+    power = manifest.get("power") or {}
+    if power.get("status") != "measured":
+        reasons = power.get("not_available") or [power.get("reason") or "the run recorded no power entry"]
+        return "not measured (" + "; ".join(reasons) + ")"
+    sensors = ", ".join(f"{s['sensor']} {s['device']}" for s in power["sensors"])
+    methods = "; ".join(dict.fromkeys(s["method"] for s in power["sensors"]))
+    return f"{sensors}: {methods}; every {power['interval_ms']:g} ms, {power.get('samples', 0)} samples"
 
 
 def headline(summary: pd.DataFrame) -> pd.DataFrame:
@@ -99,6 +128,7 @@ def print_run_summary(run_dir: Path, full: bool = False) -> None:
     print(f"\nrun {manifest['run_id']}  status={manifest['status']}  "
           f"requests={manifest.get('requests_recorded')}  workload={manifest['workload']['name']}")
     print(f"scale: {manifest.get('scale')}")
+    print(f"energy: {power_note(manifest)}")
     with pd.option_context("display.width", 160, "display.max_rows", 500, "display.float_format", "{:.3f}".format):
         print(summary.to_string(index=False) if full else headline(summary).to_string(na_rep=""))
     print(f"records: {run_dir}")

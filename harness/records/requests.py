@@ -104,8 +104,9 @@ class RecordWriter:
         self._file.close()
 
 
-def read_jsonl(path: Path) -> pd.DataFrame:
-    """Rows of a JSONL record file. A torn last line (crash mid-write) is dropped, anything else fails."""
+def json_lines(path: Path) -> list[dict[str, Any]]:
+    """The objects of a JSON-lines file. A torn last line (crash mid-write) is dropped, anything
+    else fails."""
     rows: list[dict[str, Any]] = []
     lines = path.read_text(encoding="utf-8").splitlines()
     for number, line in enumerate(lines, start=1):
@@ -115,7 +116,12 @@ def read_jsonl(path: Path) -> pd.DataFrame:
             if number == len(lines):
                 break  # the write in flight when the process died
             raise SparkbenchError(f"{path}: line {number} is not valid JSON; the file is corrupt") from exc
-    frame = pd.DataFrame(rows, columns=COLUMNS)
+    return rows
+
+
+def read_jsonl(path: Path) -> pd.DataFrame:
+    """Rows of a JSONL record file (`json_lines`)."""
+    frame = pd.DataFrame(json_lines(path), columns=COLUMNS)
     # Nullable integers: a single missing value must not turn nanosecond stamps into rounded floats.
     for column in NULLABLE_INT_COLUMNS:
         frame[column] = frame[column].astype("Int64")

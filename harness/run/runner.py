@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from harness.engines.base import Backend, MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult
 from harness.errors import SparkbenchError
+from harness.power.sampler import DEFAULT_INTERVAL_S, power_sampling
 from harness.records.requests import RecordWriter, RequestRecord, write_parquet
 from harness.records.rundir import RunDir
 from harness.spec import Prompt
@@ -31,6 +32,7 @@ class RunOptions:
     request_timeout_s: float = 900.0
     show_progress: bool = True
     flush_prefix_cache: bool = False  # before measuring: for prompts whose prefill must be measured in full
+    power_interval_s: float = DEFAULT_INTERVAL_S  # device power sampling during the measured requests; 0 = off
 
 
 class RunAborted(SparkbenchError):
@@ -106,7 +108,11 @@ async def _drive(backend, options, warmups, prompts, run: RunDir, writer, progre
             run.update(prefix_cache_flush=await backend.flush_prefix_cache(http, options.base_url))
         # Server-side counters bracket the measured requests only (never warm-up or earlier runs).
         run.update(server_counters={"before": await backend.counters(http, options.base_url)})
-        await _measure(http, backend, options, prompts, run, writer, progress)
+        # Power is sampled around the measured requests only; the entry is completed when sampling
+        # stops, and the manifest holds it whatever ends the run.
+        with power_sampling(run.path, options.power_interval_s) as power:
+            run.update(power=power)
+            await _measure(http, backend, options, prompts, run, writer, progress)
         run.update(server_counters={**run.manifest["server_counters"],
                                     "after": await backend.counters(http, options.base_url)})
 

@@ -69,6 +69,23 @@ def test_summary_is_printed(synthetic_run):
         assert metric in done.stdout
 
 
+def test_energy_is_measured_or_said_not_to_be(synthetic_run):
+    """Where a sensor answers, energy per token is a positive figure; where none does (this CPU
+    host without readable RAPL), the run says "not measured" and its energy rows are empty."""
+    run_dir, done = synthetic_run
+    power = json.loads((run_dir / "manifest.json").read_text())["power"]
+    summary = pd.read_csv(run_dir / "summary.csv").set_index("metric")["value"]
+    domains = {sensor["domain"] for sensor in power["sensors"]}
+    for domain in ("gpu", "cpu_package"):
+        figure = summary[f"{domain}_energy_per_output_token_j"]
+        assert figure > 0 if domain in domains else pd.isna(figure)
+    if power["status"] == "not measured":
+        assert power["not_available"] and not (run_dir / "power.jsonl").exists()
+        assert "energy: not measured (" in done.stdout
+    else:
+        assert power["status"] == "measured" and power["samples"] >= 2
+
+
 def test_unreachable_server_is_one_line_and_exit_2(tmp_path):
     done = sparkbench("run", "synthetic", "--server", "http://127.0.0.1:9", "--results", str(tmp_path))
     assert done.returncode == 2

@@ -7,6 +7,8 @@ import json
 import pytest
 
 from harness.engines.base import MalformedStream, ServerUnreachable, StreamResult
+from harness.power.sampler import load_power_samples
+from harness.power.sensors import SensorInfo
 from harness.records.requests import load_requests
 from harness.records.rundir import RunDir
 from harness.run.runner import RunAborted, RunOptions, execute
@@ -131,3 +133,36 @@ def test_unexpected_error_still_finalizes_then_propagates(tmp_path):
         go()
     assert _manifest(tmp_path)["status"] == "failed"
     assert (run.path / "requests.parquet").exists()
+
+
+class StepSensor:
+    """A fake power sensor: 1 J more at every reading."""
+
+    def __init__(self) -> None:
+        self.info = SensorInfo(sensor="fake:0", domain="gpu", device="fake", method="fake", energy_unit_j=1.0,
+                               wrap=None)
+        self.energy = 0.0
+
+    def read(self):
+        self.energy += 1.0
+        return self.energy, 100.0
+
+
+def test_power_is_sampled_around_the_measured_requests_and_kept_when_the_run_stops(tmp_path, monkeypatch):
+    monkeypatch.setattr("harness.power.sampler.discover", lambda: ([StepSensor()], []))
+    run, go = _run(tmp_path, ScriptedBackend({"p3": ServerUnreachable("http://x stopped answering")}))
+    with pytest.raises(RunAborted):
+        go()
+    power = _manifest(tmp_path)["power"]
+    assert power["status"] == "measured" and power["sensors"][0]["sensor"] == "fake:0"
+    samples = load_power_samples(run.path)
+    assert power["samples"] == len(samples) >= 2  # one before the first request, one after the last
+    assert samples["energy_raw"].is_monotonic_increasing
+
+
+def test_no_power_sensor_leaves_the_run_not_measured(tmp_path, monkeypatch):
+    monkeypatch.setattr("harness.power.sampler.discover", lambda: ([], ["NVML: no GPU"]))
+    _, go = _run(tmp_path, ScriptedBackend(), count=1)
+    go()
+    assert _manifest(tmp_path)["power"] == {"status": "not measured", "interval_ms": 100.0, "sensors": [],
+                                            "not_available": ["NVML: no GPU"], "file": None}
