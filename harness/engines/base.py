@@ -45,7 +45,8 @@ class StreamResult:
 class Backend(Protocol):
     """What the runner and the guard need from a client of one server API."""
 
-    name: str
+    name: str  # the API it speaks
+    engine: str  # the engine of the server it talks to (whose meta objects it returns)
 
     async def send(self, http: httpx.AsyncClient, base_url: str, prompt: Prompt) -> StreamResult: ...
 
@@ -66,3 +67,15 @@ class ServerHTTPError(SparkbenchError):
 
 class MalformedStream(SparkbenchError):
     """The server's stream broke the protocol (bad JSON, no terminating [DONE])."""
+
+
+def answers_json(http: httpx.Client, url: str) -> bool:
+    """True when `url` answers 200 with a JSON body (how adapters recognise their engine)."""
+    resp = http.get(url)
+    if resp.status_code != 200:
+        return False
+    try:
+        resp.json()
+    except ValueError:
+        return False
+    return True

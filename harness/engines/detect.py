@@ -1,68 +1,61 @@
-"""Which API a server speaks, and the backend object that talks to it.
+"""Which engine a server runs, and the client that talks to it in the chosen API.
 
-SGLang also serves `/v1/models`, so its own `/server_info` is asked first: a server that answers it
-is SGLang, and gets the native client with its richer per-request facts.
+Each registered adapter is asked whether it recognises the server, specific engines first (SGLang
+also serves `/v1/models`, so its own `/server_info` is asked before the generic OpenAI probe).
+`--backend auto` then speaks the engine's native API; `sglang` or `openai` name the API outright.
 """
 
 from __future__ import annotations
 
 import httpx
 
-from harness.engines.base import ServerHTTPError, ServerUnreachable
-from harness.engines.openai import OpenAIBackend
-from harness.engines.sglang import SGLangBackend
+from harness.engines.base import Backend, ServerUnreachable
+from harness.engines.registry import Engine, api_client, apis, detect, engine_named
 from harness.errors import SparkbenchError
 
-BACKENDS = ("sglang", "openai", "auto")
-SGLANG_PROBES = ("/server_info", "/get_server_info")  # newer name first
-OPENAI_PROBE = "/v1/models"
+AUTO = "auto"
 
 
-def _answers_json(http: httpx.Client, url: str) -> bool:
-    """True when `url` answers 200 with a JSON body."""
-    resp = http.get(url)
-    if resp.status_code != 200:
-        return False
-    try:
-        resp.json()
-    except ValueError:
-        return False
-    return True
+def backends() -> tuple[str, ...]:
+    """The `--backend` choices: every registered API, and `auto`."""
+    return (*apis(), AUTO)
 
 
 def probe(http: httpx.Client, base_url: str) -> str:
-    """Name the API ("sglang" or "openai") from the routes the server answers through `http`."""
-    if any(_answers_json(http, base_url + path) for path in SGLANG_PROBES):
-        return "sglang"
-    if _answers_json(http, base_url + OPENAI_PROBE):
-        return "openai"
-    raise ServerHTTPError(f"{base_url} answers neither SGLang's /server_info nor the OpenAI API's "
-                          "/v1/models; is it an inference server?")
+    """Name the API ("sglang" or "openai") that `auto` speaks to the server, asked through `http`."""
+    return detect(http, base_url).native_api
 
 
-def detect_backend(base_url: str, timeout_s: float = 10.0) -> str:
-    """Name the API ("sglang" or "openai") of the server at `base_url`; one-line errors otherwise."""
+def detect_engine(base_url: str, timeout_s: float = 10.0) -> Engine:
+    """The engine of the server at `base_url`; one-line errors when it cannot be reached or named."""
     base_url = base_url.rstrip("/")
     try:
         with httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0)) as http:
-            return probe(http, base_url)
+            return detect(http, base_url)
     except httpx.HTTPError as exc:
         raise ServerUnreachable(f"cannot reach {base_url} ({type(exc).__name__}: {exc})") from exc
 
 
-def make_backend(name: str, base_url: str, chat: bool = False,
-                 model: str | None = None) -> SGLangBackend | OpenAIBackend:
-    """The backend called `name` ("sglang", "openai", or "auto" to ask the server).
+def detect_backend(base_url: str, timeout_s: float = 10.0) -> str:
+    """Name the API ("sglang" or "openai") that `auto` speaks to the server at `base_url`."""
+    return detect_engine(base_url, timeout_s).native_api
 
-    `chat` and `model` apply to the OpenAI API (`model` None: the first one the server lists).
+
+def make_backend(name: str, base_url: str, chat: bool = False, model: str | None = None,
+                 engine: str | None = None) -> Backend:
+    """The client for API `name` ("sglang", "openai", or "auto": the engine's native API).
+
+    `engine` names whose meta objects the records will hold; None: asked from the server for
+    `auto`, else the engine that defines the named API (SGLang for its native API, a generic
+    OpenAI-compatible server for the OpenAI API). `chat` and `model` apply to the OpenAI API
+    (`model` None: the first one the server lists).
     """
-    if name not in BACKENDS:
-        raise SparkbenchError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
-    resolved = detect_backend(base_url) if name == "auto" else name
-    if resolved == "openai":
-        return OpenAIBackend(model=model, chat=chat)
-    if chat:
-        # SGLang's native /generate takes no messages; its OpenAI routes do, through the other client.
-        raise SparkbenchError(f"chat requests go through the OpenAI API; {base_url} is SGLang, which "
-                              "serves it too: use --backend openai")
-    return SGLangBackend()
+    if name not in backends():
+        raise SparkbenchError(f"unknown backend {name!r}; choose one of {', '.join(backends())}")
+    if engine is not None:
+        adapter = engine_named(engine)
+    else:
+        adapter = detect_engine(base_url) if name == AUTO else engine_named(name)
+    api = adapter.native_api if name == AUTO else name
+    return api_client(api, model=model, chat=chat, engine=adapter.name)
+

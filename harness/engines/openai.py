@@ -17,14 +17,16 @@ from typing import Any
 import httpx
 
 from harness.engines.base import (ASSUMED_ONE_PER_CHUNK, MalformedStream, ServerHTTPError, ServerUnreachable,
-                                  StreamResult)
+                                  StreamResult, answers_json)
 from harness.engines.prometheus import SPEC_COUNTER_PREFIX, parse_metrics, scrape, spec_decode_counters
+from harness.engines.registry import Engine, register, register_api
 from harness.engines.sse import DONE, post_sse
 from harness.errors import SparkbenchError
 from harness.spec import Prompt, SamplingParams
 
 COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"
+MODELS_PATH = "/v1/models"
 
 
 class NotOpenAIServer(ServerHTTPError):
@@ -204,14 +206,16 @@ def spec_counter_names(metrics_text: str) -> list[str]:
                    if name.startswith(SPEC_COUNTER_PREFIX) and name.endswith("_total")})
 
 
+@register_api("openai")
 class OpenAIBackend:
     """OpenAI API: `/v1/completions` or chat for requests; `/v1/models`, `/version`, `/metrics` for facts."""
 
     name = "openai"
 
-    def __init__(self, model: str | None = None, chat: bool = False) -> None:
+    def __init__(self, model: str | None = None, chat: bool = False, engine: str = "openai") -> None:
         self.model = model  # None: the first model the server lists, looked up once
         self.chat = chat
+        self.engine = engine  # whose meta objects the records will hold
 
     @property
     def path(self) -> str:
@@ -248,3 +252,16 @@ class OpenAIBackend:
         except httpx.HTTPError as exc:
             raise ServerUnreachable(f"{base_url}/metrics stopped answering ({type(exc).__name__})") from exc
         return spec_decode_counters(resp.text) if resp.status_code == 200 else None
+
+
+@register
+class OpenAICompatibleEngine(Engine):
+    """Any server that speaks the OpenAI API and is not recognised as a specific engine: requests
+    and the server's token counts only (no server timings, no speculative statistics)."""
+
+    name = "openai"
+    detect_order = 100  # every OpenAI-compatible server passes its probe
+    launchable = False
+
+    def detect(self, http: httpx.Client, base_url: str) -> bool:
+        return answers_json(http, base_url + MODELS_PATH)

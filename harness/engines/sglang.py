@@ -5,18 +5,28 @@ every chunk repeats ALL text and ids so far (cumulative); with `--incremental-st
 chunk carries only the new ones. `meta_info.completion_tokens` is the server's count so far in both
 modes, so it decides per chunk which mode is in use: a chunk whose id list is as long as the count
 is the whole output so far.
+
+The SGLang adapter reads its per-request `meta_info` (server timings, speculative statistics),
+its `/server_info` as the guard's facts, and launches it with `--model-path`.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
 import httpx
 
-from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult
+from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult, answers_json
+from harness.engines.meta import NO_SPECULATION, first_number, number, speculation_columns
+from harness.engines.registry import Engine, register, register_api
 from harness.engines.sse import DONE, post_sse
+from harness.errors import SparkbenchError
 from harness.spec import Prompt, SamplingParams
+
+SERVER_INFO_PATHS = ("/server_info", "/get_server_info")  # newer name first
+MS_PER_S = 1000.0
 
 
 def sampling_body(s: SamplingParams) -> dict[str, Any]:
@@ -99,17 +109,25 @@ def _take_counts(result: StreamResult) -> None:
     result.finish_reason = reason.get("type") if isinstance(reason, dict) else reason
 
 
+@register_api("sglang")
 class SGLangBackend:
     """SGLang's native API: `/generate` for requests, `/server_info` and `/model_info` for facts."""
 
     name = "sglang"
+
+    def __init__(self, model: str | None = None, chat: bool = False, engine: str = "sglang") -> None:
+        if chat:
+            # /generate takes no messages; SGLang's OpenAI routes do, through the other client.
+            raise SparkbenchError("chat requests go through the OpenAI API; SGLang serves it too: "
+                                  "use --backend openai")
+        self.engine = engine
 
     async def send(self, http: httpx.AsyncClient, base_url: str, prompt: Prompt) -> StreamResult:
         return await generate(http, base_url, prompt)
 
     def snapshot(self, http: httpx.Client, base_url: str) -> dict[str, Any]:
         """The server's resolved arguments and model facts, for the manifest and the guard."""
-        return {"server_info": _get_json(http, base_url, "/server_info", "/get_server_info"),
+        return {"server_info": _get_json(http, base_url, *SERVER_INFO_PATHS),
                 "model_info": _get_json(http, base_url, "/model_info", "/get_model_info")}
 
     async def flush_prefix_cache(self, http: httpx.AsyncClient, base_url: str) -> str:
@@ -143,3 +161,63 @@ def _get_json(http: httpx.Client, base_url: str, *paths: str) -> dict[str, Any]:
         except ValueError as exc:
             raise MalformedStream(f"{base_url}{path} did not return JSON; is this an SGLang server?") from exc
     raise ServerHTTPError(f"{base_url} serves none of {', '.join(paths)}; is this an SGLang server?")
+
+
+def sglang_server_times_ms(meta: dict[str, Any]) -> tuple[float, float]:
+    """(TTFT, e2e) in ms from SGLang meta_info `first_token_latency`, `e2e_latency` (both in SECONDS).
+
+    `first_token_latency` is present only when the server runs with `--enable-metrics`.
+    """
+    return number(meta.get("first_token_latency")) * MS_PER_S, number(meta.get("e2e_latency")) * MS_PER_S
+
+
+def sglang_speculation(meta: dict[str, Any], completion_tokens: float) -> dict[str, float]:
+    """Speculation columns from SGLang meta_info.
+
+    accept_length (tokens per verify round) = `spec_accept_length`, else
+    `completion_tokens / spec_verify_ct` (SGLang's own definition: it counts the bonus token and the
+    first token from prefill). Draft counts: `spec_num_correct_drafts` / `spec_num_proposed_drafts`,
+    or the older `spec_accept_token_num` / `spec_draft_token_num`.
+    """
+    rounds = number(meta.get("spec_verify_ct"))
+    reported_length = number(meta.get("spec_accept_length"))
+    if rounds == 0 or not (rounds > 0 or reported_length > 0):
+        return dict(NO_SPECULATION)
+    length = reported_length if reported_length > 0 else completion_tokens / rounds
+    return speculation_columns(
+        length,
+        rounds,
+        first_number(meta, "spec_num_correct_drafts", "spec_accept_token_num"),
+        first_number(meta, "spec_num_proposed_drafts", "spec_draft_token_num"),
+        number(meta.get("spec_accept_rate")),
+    )
+
+
+@register
+class SGLangEngine(Engine):
+    """SGLang: native `/generate`, per-request facts in `meta_info`, resolved arguments in `/server_info`."""
+
+    name = "sglang"
+    native_api = "sglang"
+    model_flag = "--model-path"
+    detect_order = 10  # its /server_info is its own; other engines' probes read /v1/models, which it serves too
+
+    def detect(self, http: httpx.Client, base_url: str) -> bool:
+        """SGLang also serves `/v1/models`, so its own `/server_info` is what names it."""
+        return any(answers_json(http, base_url + path) for path in SERVER_INFO_PATHS)
+
+    def server_times_ms(self, meta: dict[str, Any]) -> tuple[float, float]:
+        return sglang_server_times_ms(meta)
+
+    def speculation(self, meta: dict[str, Any], completion_tokens: float) -> dict[str, float]:
+        return sglang_speculation(meta, completion_tokens)
+
+    def engine_steps(self, meta: dict[str, Any]) -> float:
+        """With speculation: one prefill step plus `spec_verify_ct` verify rounds (every decode step
+        verifies); NaN without it."""
+        rounds = number(meta.get("spec_verify_ct"))
+        return rounds + 1 if rounds > 0 else math.nan
+
+    def server_facts(self, snapshot: dict[str, Any], launch_args: tuple[str, ...]) -> dict[str, Any]:
+        """`/server_info` as it is: the guard's vocabulary is SGLang's."""
+        return snapshot.get("server_info", {})

@@ -10,19 +10,17 @@ Server facts are a flat dict keyed by SGLang's `/server_info` names:
     speculative_algorithm, speculative_num_steps, speculative_num_draft_tokens,
     speculative_eagle_topk, enable_fp32_lm_head, moe_runner_backend, quantization,
     attention_backend, version
-For SGLang pass `/server_info` as it is. For vLLM (which serves no such endpoint by default) build
-the dict with `vllm_server_facts` from the launch arguments and `GET /version`.
+Each engine adapter builds them (`Engine.server_facts`): SGLang's `/server_info` as it is; vLLM,
+which serves no such endpoint, from its launch arguments and `GET /version`.
 A key the server does not report at all fails its check: silence is not agreement.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.errors import SparkbenchError
 from harness.guard.profiles import Profile
 
 FP8_LM_HEAD_ENV = "SGLANG_ENABLE_FP8_LM_HEAD"
@@ -280,36 +278,3 @@ def check_startup(profile: Profile, server_info: Mapping[str, Any], env: Mapping
     return GuardReport([*check_server_info(profile, server_info),
                         *check_contradictions(profile, server_info, env),
                         *check_lm_head(profile, model_config, env, server_info)])
-
-
-def _flag_value(args: Sequence[str], flag: str) -> str | None:
-    """The value of `--flag VALUE` or `--flag=VALUE` in an argument list."""
-    for index, arg in enumerate(args):
-        if arg == flag and index + 1 < len(args):
-            return args[index + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None
-
-
-def vllm_server_facts(launch_args: Sequence[str], version: str | None) -> dict[str, Any]:
-    """Server facts for a vLLM server, in the flat /server_info vocabulary the checks read.
-
-    `num_speculative_tokens` (draft tokens per round) maps to speculative_num_steps, and the
-    verification window (drafts plus the bonus position) to speculative_num_draft_tokens, as SGLang
-    counts them for a chain of drafts. `version` is what `GET /version` answered (None: unknown).
-    """
-    facts: dict[str, Any] = {key: None for key in SPECULATIVE_SERVER_KEYS.values()}
-    if version is not None:
-        facts["version"] = version
-    raw = _flag_value(launch_args, "--speculative-config")
-    if raw is None:
-        return facts
-    try:
-        config = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise SparkbenchError(f"--speculative-config is not valid JSON ({exc}): {raw}") from exc
-    drafts = config.get("num_speculative_tokens")
-    facts.update(speculative_algorithm=config.get("method"), speculative_num_steps=drafts,
-                 speculative_num_draft_tokens=None if drafts is None else drafts + 1)
-    return facts

@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 
 from harness.engines.base import Backend
+from harness.engines.registry import engine_named
 from harness.errors import SparkbenchError
-from harness.guard.checks import GuardReport, check_canary, check_prefix_cache, check_startup, vllm_server_facts
+from harness.guard.checks import GuardReport, check_canary, check_prefix_cache, check_startup
 from harness.guard.profiles import Profile
-from harness.metrics.speculative import speculation
 from harness.spec import Prompt, SamplingParams
 
 # Counting repeats itself, so any working drafter (MTP, EAGLE, n-gram) gets drafts accepted on it.
@@ -31,13 +31,8 @@ class GuardFailed(SparkbenchError):
 
 
 def server_facts(profile: Profile, snapshot: dict[str, Any]) -> dict[str, Any]:
-    """The flat facts the checks read: SGLang's /server_info, or vLLM's launch flags and version."""
-    if profile.engine == "sglang":
-        return snapshot.get("server_info", {})
-    version = (snapshot.get("version") or {}).get("version")
-    served = (snapshot.get("models") or {}).get("data") or [{}]
-    # vLLM lists the checkpoint folder it serves as the model's `root`.
-    return {**vllm_server_facts(profile.launch.args, version), "model_path": served[0].get("root")}
+    """The flat facts the checks read, as the profile's engine reports them (see `Engine.server_facts`)."""
+    return engine_named(profile.engine).server_facts(snapshot, profile.launch.args)
 
 
 def model_config(model_dir: str | Path | None) -> dict[str, Any]:
@@ -58,7 +53,8 @@ def canary_accept_length(backend: Backend, base_url: str) -> float | None:
             return await backend.send(http, base_url, prompt)
 
     result = asyncio.run(send())
-    accept = speculation(result.meta, backend.name, float(result.completion_tokens or 0))["accept_length"]
+    spec = engine_named(backend.engine).speculation(result.meta, float(result.completion_tokens or 0))
+    accept = spec["accept_length"]
     return None if accept != accept else accept  # NaN: the server reported no speculation
 
 

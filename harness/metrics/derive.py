@@ -18,14 +18,14 @@ def derive_requests(df: pd.DataFrame) -> pd.DataFrame:
     Pure: the same rows always give the same columns; missing server fields give NaN.
     """
     metas = [parse_meta(raw) for raw in df["meta_info_json"]]
-    backends = df["backend"].astype(str).tolist()
+    engines = df["engine"].astype(str).tolist()
     completion = floats(df["completion_tokens"])
     columns = client_columns(df, metas)
-    columns |= server_columns(metas, backends, completion, columns["ttft_ms"], columns["e2e_ms"])
-    spec = [speculation(m, b, c) for m, b, c in zip(metas, backends, completion)]
+    columns |= server_columns(metas, engines, completion, columns["ttft_ms"], columns["e2e_ms"])
+    spec = [speculation(m, e, c) for m, e, c in zip(metas, engines, completion)]
     for name in SPEC_COLUMNS:
         columns[name] = np.array([row[name] for row in spec], dtype=float)
-    steps = np.array([engine_steps(m, b) for m, b in zip(metas, backends)], dtype=float)
+    steps = np.array([engine_steps(m, e) for m, e in zip(metas, engines)], dtype=float)
     columns["tokens_per_step"], columns["tokens_per_step_source"] = tokens_per_step(
         completion, steps, columns["tokens_per_chunk"])
     out = df.copy()

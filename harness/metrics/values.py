@@ -29,31 +29,6 @@ def parse_meta(raw: object) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
-def lookup(meta: Any, *path: str) -> Any:
-    """`meta[path[0]][path[1]]...`, or None where any level is missing or not an object."""
-    for key in path:
-        if not isinstance(meta, dict):
-            return None
-        meta = meta.get(key)
-    return meta
-
-
-def number(value: Any) -> float:
-    """A JSON scalar as float; NaN for None, text, booleans and anything else not a number."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return math.nan
-    return float(value)
-
-
-def first_number(meta: dict[str, Any], *names: str) -> float:
-    """The first of `names` that holds a number in `meta` (newer field names first); else NaN."""
-    for name in names:
-        value = number(meta.get(name))
-        if not math.isnan(value):
-            return value
-    return math.nan
-
-
 def int_array(value: Any) -> np.ndarray:
     """A list column cell (list, numpy array, or missing) as an int64 array."""
     if value is None or (isinstance(value, float) and math.isnan(value)):

@@ -31,7 +31,8 @@ class RequestRecord:
     seq: int  # order in which the runner issued it
     prompt_id: str
     workload: str
-    backend: str
+    engine: str  # the server's engine (its adapter reads meta_info_json)
+    api: str  # the protocol the client spoke to it
     prompt_tokens: int | None
     completion_tokens: int | None
     cached_tokens: int | None
@@ -53,14 +54,16 @@ class RequestRecord:
 
     @classmethod
     def build(
-        cls, *, run_id: str, seq: int, workload: str, backend: str, prompt: Prompt, result: StreamResult
+        cls, *, run_id: str, seq: int, workload: str, engine: str, api: str, prompt: Prompt,
+        result: StreamResult,
     ) -> RequestRecord:
         return cls(
             run_id=run_id,
             seq=seq,
             prompt_id=prompt.prompt_id,
             workload=workload,
-            backend=backend,
+            engine=engine,
+            api=api,
             prompt_tokens=result.prompt_tokens,
             completion_tokens=result.completion_tokens,
             cached_tokens=result.cached_tokens,
@@ -83,6 +86,9 @@ class RequestRecord:
 
 
 COLUMNS = list(RequestRecord.__dataclass_fields__)
+# Records written before `engine` and `api` existed name only the API, as `backend`; the metrics
+# of that time read an "openai" record as vLLM's, so that is the engine it stands for.
+LEGACY_BACKEND = {"sglang": ("sglang", "sglang"), "openai": ("vllm", "openai")}
 NULLABLE_INT_COLUMNS = ("prompt_tokens", "completion_tokens", "cached_tokens", "first_token_ns", "last_token_ns")
 
 
@@ -121,11 +127,21 @@ def json_lines(path: Path) -> list[dict[str, Any]]:
 
 def read_jsonl(path: Path) -> pd.DataFrame:
     """Rows of a JSONL record file (`json_lines`)."""
-    frame = pd.DataFrame(json_lines(path), columns=COLUMNS)
+    frame = with_engine_and_api(pd.DataFrame(json_lines(path))).reindex(columns=COLUMNS)
     # Nullable integers: a single missing value must not turn nanosecond stamps into rounded floats.
     for column in NULLABLE_INT_COLUMNS:
         frame[column] = frame[column].astype("Int64")
     return frame
+
+
+def with_engine_and_api(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table with `engine` and `api` columns; an old table's `backend` is translated
+    (LEGACY_BACKEND) and dropped."""
+    if "backend" not in frame.columns:
+        return frame
+    pairs = [LEGACY_BACKEND.get(name, (name, name)) for name in frame["backend"]]
+    return frame.drop(columns="backend").assign(engine=[engine for engine, _ in pairs],
+                                                api=[api for _, api in pairs])
 
 
 def write_parquet(run_dir: Path) -> Path:
@@ -141,10 +157,11 @@ def load_requests(run_dir: Path) -> pd.DataFrame:
     parquet, jsonl = run_dir / PARQUET_NAME, run_dir / JSONL_NAME
     if parquet.exists():
         try:
-            return pd.read_parquet(parquet)
+            frame = pd.read_parquet(parquet)
         except Exception as exc:  # pyarrow raises several unrelated types for a damaged file
             raise SparkbenchError(f"{parquet}: cannot be read as Parquet ({type(exc).__name__}); "
                                   f"the JSONL beside it still holds the records") from exc
+        return with_engine_and_api(frame)
     if jsonl.exists():
         return read_jsonl(jsonl)
     raise SparkbenchError(f"{run_dir}: no {PARQUET_NAME} or {JSONL_NAME}; is this a run directory?")

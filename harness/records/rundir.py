@@ -19,6 +19,7 @@ from typing import Any
 
 from harness import __version__
 from harness.errors import SparkbenchError
+from harness.records.requests import LEGACY_BACKEND
 
 MANIFEST_NAME = "manifest.json"
 # The manifest's `scale` of runs on the embedded test bed; every output of such a run states it.
@@ -94,6 +95,14 @@ class RunDir:
         tmp = self.path / (MANIFEST_NAME + ".tmp")
         tmp.write_text(json.dumps(self.manifest, indent=2, sort_keys=True, default=str), encoding="utf-8")
         tmp.replace(self.path / MANIFEST_NAME)  # atomic: a reader never sees half a manifest
+
+
+def engine_and_api(manifest: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The run's engine and API; a manifest written before they were recorded apart names only
+    its API, as `backend` (see LEGACY_BACKEND)."""
+    if "engine" in manifest or "backend" not in manifest:
+        return manifest.get("engine"), manifest.get("api")
+    return LEGACY_BACKEND.get(manifest["backend"], (manifest["backend"], manifest["backend"]))
 
 
 def load_manifest(run_dir: Path) -> dict[str, Any]:

@@ -23,6 +23,7 @@ import pandas as pd
 from harness.analysis.compare import LoadedRun, compare_loaded, load_run, run_label
 from harness.analysis.reference import reference_table
 from harness.analysis.tables import headline
+from harness.records.rundir import engine_and_api
 from harness.report.plots import plot_all
 
 SAMPLE_OUTPUTS = 3  # model outputs shown per run
@@ -53,7 +54,7 @@ def manifest_facts(run: LoadedRun) -> dict[str, str]:
     return {
         "run_id": m.get("run_id", ""), "status": str(m.get("status")), "scale": str(m.get("scale")),
         "workload": m.get("workload", {}).get("name", ""), "requests recorded": str(m.get("requests_recorded")),
-        "server version": str(info.get("version", "not recorded")), "backend": str(m.get("backend")),
+        "server version": str(info.get("version", "not recorded")), "engine / api": " / ".join(map(str, engine_and_api(m))),
         "server URL": str(m.get("server_url")), "model": str(info.get("model_path", "not recorded")),
         "started / ended": f"{m.get('started_at')} / {m.get('ended_at')}",
         "harness commit": str((m.get("git") or {}).get("commit")),

@@ -16,7 +16,8 @@ from typing import Any
 import pandas as pd
 
 from harness.engines.base import Backend
-from harness.engines.detect import make_backend
+from harness.engines.base import ServerHTTPError
+from harness.engines.detect import AUTO, detect_engine, make_backend
 from harness.engines.prometheus import accept_length_from_counters, counter_delta
 from harness.guard.preflight import prefix_cache_report, startup_guard
 from harness.guard.profiles import Profile, load_profile
@@ -25,9 +26,6 @@ from harness.records.rundir import SCALE_LABEL, RunDir, new_run_id
 from harness.run.embedded import DEFAULT_PROFILE, EmbeddedServer, embedded_server
 from harness.run.runner import RunAborted, RunOptions, execute, snapshot_server
 from workloads import Workload
-
-ENGINE_BACKEND = {"sglang": "sglang", "vllm": "openai"}
-
 
 @dataclass(frozen=True)
 class Target:
@@ -71,10 +69,21 @@ def target_server(server_url: str | None, profile_name: str | None = None,
 
 
 def backend_for(target: Target, name: str, chat: bool = False, model: str | None = None) -> Backend:
-    """The client for the target: named, detected (`auto`), or implied by the launched profile."""
-    if name == "auto" and target.embedded is not None:
-        name = ENGINE_BACKEND[target.embedded.engine]
-    return make_backend(name, target.base_url, chat=chat, model=model)
+    """The client of API `name` (`auto`: the engine's native one) for the target's engine: the
+    launched profile's, else the one the server is recognised as."""
+    engine = target.embedded.engine if target.embedded is not None else _detected_engine(target.base_url, name)
+    return make_backend(name, target.base_url, chat=chat, model=model, engine=engine)
+
+
+def _detected_engine(base_url: str, api: str) -> str | None:
+    """The engine the server runs. None when an API was named and no adapter recognises the
+    server: that API's client then says, in one line, what the server does not serve."""
+    try:
+        return detect_engine(base_url).name
+    except ServerHTTPError:
+        if api == AUTO:
+            raise
+        return None
 
 
 def run_workload(
@@ -102,7 +111,7 @@ def run_workload(
     spec = workload.spec()
     manifest = {
         "workload": spec, "sampling": spec.get("sampling"), "server_url": target.base_url,
-        "backend": backend.name, "scale": target.scale, "server": snapshot,
+        "engine": backend.engine, "api": backend.name, "scale": target.scale, "server": snapshot,
         "profile": profile.to_dict() if profile else None, "guard": guard_record,
         "launched_server": None if target.embedded is None else {
             "profile": target.embedded.profile, "model_dir": str(target.embedded.model_dir)},

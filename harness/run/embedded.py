@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from harness.engines.registry import engine_named
 from harness.errors import SparkbenchError
 from harness.guard.profiles import Profile, load_profile
 from harness.run.server import LaunchSpec, ManagedServer, free_port
@@ -20,8 +21,6 @@ from harness.testbed.envs import TESTBED_DIR, cache_root, ensure_model, env_pyth
 
 STANDIN_DIR = TESTBED_DIR / "sgl_kernel_cpu"
 DEFAULT_PROFILE = "cpu-testbed"
-# The flag that names the checkpoint differs between the engines' launchers.
-MODEL_FLAG = {"sglang": "--model-path", "vllm": "--model"}
 LOOPBACK = "127.0.0.1"
 
 
@@ -35,26 +34,18 @@ class EmbeddedServer:
     testbed_model: bool  # serving the tiny random model: numbers are reduced-scale by nature
 
 
-def _engine_env(engine: str) -> dict[str, str]:
-    """Engine settings that keep the launch inside our cache and off the user's home folders."""
-    if engine == "vllm":
-        return {"VLLM_CACHE_ROOT": str(cache_root() / "vllm-compile-cache")}
-    return {}
-
-
 def launch_spec(profile: Profile, model_dir: Path, port: int, env_python: Path,
                 standin_dir: Path | None = None, served_model_name: str | None = None) -> LaunchSpec:
     """The command and environment that start `profile` serving `model_dir` on 127.0.0.1:`port`.
 
-    vLLM also gets `--served-model-name` (default: the model folder's name). A profile that needs
+    The engine's adapter names the model flag and its own arguments (vLLM: `--served-model-name`,
+    default: the model folder's name). A profile that needs
     the CPU kernel stand-in gets `standin_dir` first on PYTHONPATH, so the server imports the
     stand-in `sgl_kernel` instead of the CUDA-only wheel.
     """
-    argv = [str(env_python), "-m", profile.launch.module, MODEL_FLAG[profile.engine], str(model_dir),
-            "--host", LOOPBACK, "--port", str(port)]
-    if profile.engine == "vllm":
-        argv += ["--served-model-name", served_model_name or Path(model_dir).name]
-    argv += profile.launch.args
+    engine = engine_named(profile.engine)
+    argv = [str(env_python), "-m", profile.launch.module, engine.model_flag, str(model_dir), "--host", LOOPBACK,
+            "--port", str(port), *engine.launch_args(model_dir, served_model_name), *profile.launch.args]
     env = dict(profile.launch.env)
     if profile.launch.cpu_kernel_standin:
         env["PYTHONPATH"] = _standin_pythonpath(profile, standin_dir)
@@ -77,8 +68,8 @@ def embedded_server(profile_name: str = DEFAULT_PROFILE, model_dir: Path | None 
     port = free_port()
     spec = launch_spec(profile, model_dir=model, port=port, env_python=env_python(profile.engine),
                        standin_dir=STANDIN_DIR)
-    spec = type(spec)(argv=spec.argv, env={**_engine_env(profile.engine), **spec.env},
-                      health_path=spec.health_path, ready_timeout_s=spec.ready_timeout_s)
+    # The engine's caches go into ours, off the user's home folders; the profile's own settings win.
+    spec = replace(spec, env={**engine_named(profile.engine).launch_env(cache_root()), **spec.env})
     base_url = f"http://127.0.0.1:{port}"
     log_path = cache_root() / "logs" / f"{log_name}-{port}.log"
     with ManagedServer(spec, base_url, log_path):

@@ -91,7 +91,8 @@ async def _measure(http, backend, options, prompts, run: RunDir, writer: RecordW
             seq, prompt = queue.get_nowait()
             result = await backend.send(http, options.base_url, prompt)
             writer.append(RequestRecord.build(run_id=run.manifest["run_id"], seq=seq, workload=workload,
-                                              backend=backend.name, prompt=prompt, result=result))
+                                              engine=backend.engine, api=backend.name, prompt=prompt,
+                                              result=result))
             progress.advance(result)
 
     async with asyncio.TaskGroup() as group:  # one failure cancels the requests in flight

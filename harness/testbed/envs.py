@@ -15,12 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.engines.registry import engine_named
 from harness.errors import SparkbenchError
 
 TESTBED_DIR = Path(__file__).resolve().parent
-ENGINES = ("sglang", "vllm")
-# Engine packages that break beside the engine's torch build and that it never uses.
-REMOVE_AFTER_INSTALL = {"vllm": ["torchvision", "torchaudio", "torchcodec"], "sglang": []}
 MARKER = ".complete"
 
 
@@ -36,9 +34,12 @@ def _digest(*paths: Path) -> str:
 
 
 def requirements_file(engine: str) -> Path:
-    if engine not in ENGINES:
-        raise SparkbenchError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
-    return TESTBED_DIR / f"requirements-{engine}.txt"
+    """The pinned requirements of an engine's test-bed environment (one file per engine)."""
+    path = TESTBED_DIR / f"requirements-{engine}.txt"
+    if not path.is_file():
+        known = sorted(p.stem.removeprefix("requirements-") for p in TESTBED_DIR.glob("requirements-*.txt"))
+        raise SparkbenchError(f"unknown engine {engine!r}; choose one of {', '.join(known)}")
+    return path
 
 
 def env_dir(engine: str) -> Path:
@@ -64,9 +65,10 @@ def ensure_env(engine: str) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
     pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     subprocess.run([*pip, "-r", str(requirements_file(engine))], check=True)
-    if REMOVE_AFTER_INSTALL[engine]:
-        subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "uninstall", "--yes", "--quiet",
-                        *REMOVE_AFTER_INSTALL[engine]], check=True)
+    unused = engine_named(engine).testbed_remove_after_install
+    if unused:
+        subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "uninstall", "--yes", "--quiet", *unused],
+                       check=True)
     (folder / MARKER).write_text("ok\n")
     return folder / "bin" / "python"
 

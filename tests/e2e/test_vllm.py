@@ -45,7 +45,7 @@ def plain_run(vllm_plain_server, tmp_path_factory):
 def test_counts_come_from_usage_and_match_the_request(plain_run):
     table = pd.read_parquet(plain_run / "requests.parquet")
     manifest = json.loads((plain_run / "manifest.json").read_text())
-    assert manifest["backend"] == "openai"  # detected from the server's endpoints
+    assert (manifest["engine"], manifest["api"]) == ("vllm", "openai")  # detected from the server's endpoints
     assert (table["completion_tokens"] == OUTPUT).all()
     assert (table["prompt_tokens"] == INPUT).all()
     assert (table["cached_tokens"] == 0).all()

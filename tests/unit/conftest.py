@@ -27,7 +27,7 @@ def build_record(
     end_ms: float | None = None,
     completion_tokens: int | None | str = "from chunks",
     prompt_tokens: int | None = 16,
-    backend: str = "sglang",
+    engine: str = "sglang",
     meta: dict[str, Any] | None = None,
     meta_json: str | None = None,
     texts: list[str] | None = None,
@@ -35,18 +35,19 @@ def build_record(
 ) -> RequestRecord:
     """One record. `chunks` holds (arrival ms after BASE_NS, new tokens) per token-bearing chunk;
     `end_ms` ([DONE]) defaults to 1 ms after the last chunk. `meta` is merged into a minimal meta
-    object of the backend's shape; `meta_json` replaces the stored JSON outright."""
+    object of the engine's shape (SGLang meta_info, else OpenAI usage); `meta_json` replaces the stored JSON outright."""
     arrivals = [ns_at(ms) for ms, _ in chunks]
     counts = [sum(new for _, new in chunks[: i + 1]) for i in range(len(chunks))]
     total = counts[-1] if counts else 0
     completion = total if completion_tokens == "from chunks" else completion_tokens
-    if backend == "sglang":
+    if engine == "sglang":
         base: dict[str, Any] = {"completion_tokens": completion, "prompt_tokens": prompt_tokens}
     else:
         base = {"usage": {"completion_tokens": completion, "prompt_tokens": prompt_tokens}}
     last_ms = chunks[-1][0] if chunks else sent_ms
     return RequestRecord(
-        run_id="run-test", seq=seq, prompt_id=f"p{seq}", workload="synthetic", backend=backend,
+        run_id="run-test", seq=seq, prompt_id=f"p{seq}", workload="synthetic", engine=engine,
+        api="sglang" if engine == "sglang" else "openai",
         prompt_tokens=prompt_tokens, completion_tokens=completion, cached_tokens=0,
         finish_reason="length", stream_mode="cumulative", sent_unix_s=1.7e9,
         sent_ns=ns_at(sent_ms), first_token_ns=arrivals[0] if arrivals else None,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.engines.vllm import vllm_server_facts
 from harness.errors import SparkbenchError
 from harness.guard.checks import (
     Finding,
@@ -19,7 +20,6 @@ from harness.guard.checks import (
     check_server_info,
     check_startup,
     lm_head_dtype,
-    vllm_server_facts,
 )
 from harness.guard.profiles import list_profiles, load_profile
 

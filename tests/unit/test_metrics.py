@@ -98,7 +98,7 @@ def test_assumed_chunk_counts_give_no_itl(derive_one):
     # The server sent no running usage: the client counted one token per text chunk and said so.
     meta = {"chunk_token_counts": "assumed_one_per_chunk"}
     row = derive_one(chunks=[(10, 1), (20, 1), (30, 1)], completion_tokens=6, end_ms=35,
-                     backend="openai", meta=meta)
+                     engine="vllm", meta=meta)
     assert row["chunk_gaps_ms"] == [10.0, 10.0]
     assert row["chunk_gap_tokens"] == [] and row["itl_ms"] == []
     assert row["tokens_per_chunk"] == 2.0
@@ -156,7 +156,7 @@ def test_sglang_server_timings_are_seconds(derive_one):
 
 def test_vllm_server_timings(derive_one):
     meta = {"metrics": {"time_to_first_token_ms": 90.0, "generation_time_ms": 35.0}}
-    row = derive_one(chunks=[(100, 1), (110, 2), (120, 1)], end_ms=126, backend="openai", meta=meta)
+    row = derive_one(chunks=[(100, 1), (110, 2), (120, 1)], end_ms=126, engine="vllm", meta=meta)
     assert row["server_ttft_ms"] == 90.0
     assert row["server_e2e_ms"] == 125.0
     assert row["server_tpot_ms"] == pytest.approx(35 / 3)
@@ -164,15 +164,15 @@ def test_vllm_server_timings(derive_one):
     assert row["e2e_client_minus_server_ms"] == 1.0
 
 
-@pytest.mark.parametrize("backend, meta", [
+@pytest.mark.parametrize("engine, meta", [
     ("sglang", {"e2e_latency": None}),
     ("sglang", {"first_token_latency": "soon"}),
-    ("openai", {"metrics": None}),
-    ("openai", {}),
+    ("vllm", {"metrics": None}),
+    ("vllm", {}),
     ("llamacpp", {"e2e_latency": 1.0}),
 ])
-def test_missing_server_fields_give_nan(derive_one, backend, meta):
-    row = derive_one(chunks=[(10, 1), (20, 1)], backend=backend, meta=meta)
+def test_missing_server_fields_give_nan(derive_one, engine, meta):
+    row = derive_one(chunks=[(10, 1), (20, 1)], engine=engine, meta=meta)
     for column in ("server_ttft_ms", "server_e2e_ms", "server_tpot_ms",
                    "ttft_client_minus_server_ms", "e2e_client_minus_server_ms", *SPEC_COLUMNS):
         assert math.isnan(row[column]), column
@@ -252,7 +252,7 @@ def test_speculation_with_nothing_accepted_is_zero_not_nan(derive_one):
 def test_vllm_speculation(derive_one):
     spec = {"mean_acceptance_length": 3.5, "num_spec_steps": 20, "num_accepted_draft_tokens": 50,
             "num_draft_tokens": 60, "draft_acceptance_rate": 0.1, "acceptance_histogram": [1, 2]}
-    row = derive_one(chunks=[(100, 1), (110, 3), (120, 2), (130, 4)], backend="openai",
+    row = derive_one(chunks=[(100, 1), (110, 3), (120, 2), (130, 4)], engine="vllm",
                      meta={"metrics": {"speculative_decoding": spec}})
     assert list(row[SPEC_COLUMNS]) == pytest.approx([3.5, 20.0, 50.0, 60.0, 50 / 60])
     # num_spec_steps counts only drafting steps: tokens per step comes from the stream.
@@ -262,14 +262,14 @@ def test_vllm_speculation(derive_one):
 def test_vllm_accept_length_from_counts(derive_one):
     spec = {"num_spec_steps": 8, "num_accepted_draft_tokens": 12, "num_draft_tokens": 24}
     meta = {"metrics": {"speculative_decoding": spec}}
-    row = derive_one(chunks=[(10, 1), (20, 2)], backend="openai", meta=meta)
+    row = derive_one(chunks=[(10, 1), (20, 2)], engine="vllm", meta=meta)
     assert row["accept_length"] == 2.5
     assert row["accept_rate"] == 0.5
 
 
 def test_vllm_without_speculation(derive_one):
     meta = {"metrics": {"time_to_first_token_ms": 9.0, "speculative_decoding": None}}
-    row = derive_one(chunks=[(10, 1), (20, 1)], backend="openai", meta=meta)
+    row = derive_one(chunks=[(10, 1), (20, 1)], engine="vllm", meta=meta)
     assert all(math.isnan(row[c]) for c in SPEC_COLUMNS)
 
 

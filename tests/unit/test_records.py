@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pandas as pd
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from harness.engines.base import StreamResult
 from harness.errors import SparkbenchError
 from harness.records.requests import COLUMNS, RecordWriter, RequestRecord, load_requests, write_parquet
+from harness.records.rundir import engine_and_api
 from harness.spec import Prompt, SamplingParams
 
 
@@ -19,7 +21,7 @@ def _record(seq: int) -> RequestRecord:
                           meta={"completion_tokens": 3}, prompt_tokens=4, completion_tokens=3,
                           cached_tokens=0, finish_reason="length", stream_mode="cumulative")
     prompt = Prompt(f"p{seq}", SamplingParams(max_new_tokens=3), input_ids=(1, 2, 3, 4), item={"gold": "7"})
-    return RequestRecord.build(run_id="r", seq=seq, workload="synthetic", backend="sglang",
+    return RequestRecord.build(run_id="r", seq=seq, workload="synthetic", engine="sglang", api="sglang",
                                prompt=prompt, result=result)
 
 
@@ -74,3 +76,32 @@ def test_empty_run_writes_an_empty_table(tmp_path):
     RecordWriter(tmp_path).close()
     write_parquet(tmp_path)
     assert isinstance(load_requests(tmp_path), pd.DataFrame) and load_requests(tmp_path).empty
+
+
+def _legacy_rows() -> list[dict]:
+    """Rows as written before records named engine and api apart: only `backend`, the API."""
+    rows = []
+    for seq, backend in enumerate(("sglang", "openai")):
+        row = asdict(_record(seq))
+        del row["engine"], row["api"]
+        rows.append(row | {"backend": backend})
+    return rows
+
+
+def test_old_jsonl_records_with_only_backend_load(tmp_path):
+    (tmp_path / "requests.jsonl").write_text("".join(json.dumps(row) + "\n" for row in _legacy_rows()))
+    table = load_requests(tmp_path)
+    assert list(table.columns) == COLUMNS
+    assert table[["engine", "api"]].values.tolist() == [["sglang", "sglang"], ["vllm", "openai"]]
+
+
+def test_old_parquet_records_with_only_backend_load(tmp_path):
+    pd.DataFrame(_legacy_rows()).to_parquet(tmp_path / "requests.parquet", index=False)
+    table = load_requests(tmp_path)
+    assert "backend" not in table.columns
+    assert table[["engine", "api"]].values.tolist() == [["sglang", "sglang"], ["vllm", "openai"]]
+
+
+def test_old_manifest_with_only_backend_names_engine_and_api():
+    assert engine_and_api({"backend": "openai"}) == ("vllm", "openai")
+    assert engine_and_api({"engine": "sglang", "api": "openai"}) == ("sglang", "openai")

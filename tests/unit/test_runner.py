@@ -19,6 +19,7 @@ class ScriptedBackend:
     """Answers each prompt with a fixed result, or raises what the script says for that prompt."""
 
     name = "sglang"
+    engine = "sglang"
 
     def __init__(self, failures: dict[str, BaseException] | None = None) -> None:
         self.failures = failures or {}

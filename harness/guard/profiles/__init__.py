@@ -26,10 +26,10 @@ from typing import Any
 
 import yaml
 
+from harness.engines.registry import launchable_engines
 from harness.errors import SparkbenchError
 
 PROFILES_DIR = Path(__file__).resolve().parent
-ENGINES = ("sglang", "vllm")
 PROFILE_KEYS = {"name", "engine", "description", "launch", "expect", "canary"}
 LAUNCH_KEYS = {"module", "args", "env", "cpu_kernel_standin"}
 EXPECT_KEYS = {"speculative", "enable_fp32_lm_head", "moe_runner_backend", "quantization",
@@ -129,8 +129,8 @@ def profile_from_dict(data: Any, source: Path) -> Profile:
         if key not in data:
             raise SparkbenchError(f"{where}: missing key {key!r}")
     engine = data["engine"]
-    if engine not in ENGINES:
-        raise SparkbenchError(f"{where}: engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    if engine not in launchable_engines():
+        raise SparkbenchError(f"{where}: engine must be one of {', '.join(launchable_engines())}, not {engine!r}")
     launch = _launch(data["launch"], engine, where)
     expect = _expect(data.get("expect") or {}, where)
     canary = _canary(data.get("canary"), bool(expect.get("speculative")), where)

@@ -1,0 +1,127 @@
+"""The vLLM adapter: the OpenAI API, per-request metrics in each chunk, facts from its launch flags.
+
+vLLM serves no `/server_info`; it lists itself as the owner of the models on `/v1/models`. With
+`--enable-per-request-metrics` each chunk carries `metrics` (timings, and with
+`--per-request-spec-decode-metrics summary` the speculative statistics), which the OpenAI client
+keeps in the record's meta. The guard's facts come from the profile's launch arguments and
+`GET /version`, translated into SGLang's `/server_info` names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from harness.engines.meta import NO_SPECULATION, lookup, number, speculation_columns
+from harness.engines.openai import MODELS_PATH
+from harness.engines.registry import Engine, register
+from harness.errors import SparkbenchError
+
+SPECULATIVE_FACT_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_num_draft_tokens",
+                         "speculative_eagle_topk")
+
+
+def vllm_server_times_ms(meta: dict[str, Any]) -> tuple[float, float]:
+    """(TTFT, e2e) in ms from vLLM per-request metrics: `time_to_first_token_ms` and
+    `time_to_first_token_ms + generation_time_ms` (present with `--enable-per-request-metrics`)."""
+    ttft = number(lookup(meta, "metrics", "time_to_first_token_ms"))
+    return ttft, ttft + number(lookup(meta, "metrics", "generation_time_ms"))
+
+
+def vllm_speculation(meta: dict[str, Any]) -> dict[str, float]:
+    """Speculation columns from vLLM `metrics.speculative_decoding`.
+
+    accept_length = `mean_acceptance_length`, else `1 + num_accepted_draft_tokens / num_spec_steps`.
+    vLLM counts only the steps that had a draft (an n-gram drafter often has none), so its rounds
+    are fewer than its engine steps. The object exists only when speculation is configured: with
+    no draft at all (zero rounds) vLLM reports 1.0, one token per step, and so do we, since a
+    drafter that never lands a token is exactly what the canary must see.
+    """
+    spec = lookup(meta, "metrics", "speculative_decoding")
+    if not isinstance(spec, dict):
+        return dict(NO_SPECULATION)
+    rounds = number(spec.get("num_spec_steps"))
+    accepted = number(spec.get("num_accepted_draft_tokens"))
+    reported_length = number(spec.get("mean_acceptance_length"))
+    if not (rounds >= 0 or reported_length > 0):
+        return dict(NO_SPECULATION)
+    if reported_length > 0:
+        length = reported_length
+    else:
+        length = 1 + accepted / rounds if rounds > 0 else 1.0
+    return speculation_columns(length, rounds, accepted, number(spec.get("num_draft_tokens")),
+                               number(spec.get("draft_acceptance_rate")))
+
+
+def _flag_value(args: Sequence[str], flag: str) -> str | None:
+    """The value of `--flag VALUE` or `--flag=VALUE` in an argument list."""
+    for index, arg in enumerate(args):
+        if arg == flag and index + 1 < len(args):
+            return args[index + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def vllm_server_facts(launch_args: Sequence[str], version: str | None) -> dict[str, Any]:
+    """Server facts for a vLLM server, in the flat /server_info vocabulary the checks read.
+
+    `num_speculative_tokens` (draft tokens per round) maps to speculative_num_steps, and the
+    verification window (drafts plus the bonus position) to speculative_num_draft_tokens, as SGLang
+    counts them for a chain of drafts. `version` is what `GET /version` answered (None: unknown).
+    """
+    facts: dict[str, Any] = {key: None for key in SPECULATIVE_FACT_KEYS}
+    if version is not None:
+        facts["version"] = version
+    raw = _flag_value(launch_args, "--speculative-config")
+    if raw is None:
+        return facts
+    try:
+        config = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise SparkbenchError(f"--speculative-config is not valid JSON ({exc}): {raw}") from exc
+    drafts = config.get("num_speculative_tokens")
+    facts.update(speculative_algorithm=config.get("method"), speculative_num_steps=drafts,
+                 speculative_num_draft_tokens=None if drafts is None else drafts + 1)
+    return facts
+
+
+@register
+class VLLMEngine(Engine):
+    """vLLM through its OpenAI API."""
+
+    name = "vllm"
+    # Packages its CPU wheel pulls in that break beside its torch build and that it never uses.
+    testbed_remove_after_install = ("torchvision", "torchaudio", "torchcodec")
+
+    def detect(self, http: httpx.Client, base_url: str) -> bool:
+        """vLLM names itself the owner of every model it lists on `/v1/models`."""
+        resp = http.get(base_url + MODELS_PATH)
+        try:
+            models = resp.json().get("data") if resp.status_code == 200 else None
+        except (ValueError, AttributeError):
+            return False
+        return bool(models) and all(isinstance(m, dict) and m.get("owned_by") == "vllm" for m in models)
+
+    def server_times_ms(self, meta: dict[str, Any]) -> tuple[float, float]:
+        return vllm_server_times_ms(meta)
+
+    def speculation(self, meta: dict[str, Any], completion_tokens: float) -> dict[str, float]:
+        return vllm_speculation(meta)
+
+    def server_facts(self, snapshot: dict[str, Any], launch_args: tuple[str, ...]) -> dict[str, Any]:
+        """Launch flags and `/version`; the checkpoint folder it serves is each model's `root`."""
+        version = (snapshot.get("version") or {}).get("version")
+        served = (snapshot.get("models") or {}).get("data") or [{}]
+        return {**vllm_server_facts(launch_args, version), "model_path": served[0].get("root")}
+
+    def launch_args(self, model_dir: Path, served_model_name: str | None = None) -> list[str]:
+        """`--served-model-name NAME` (default: the model folder's name), the name requests use."""
+        return ["--served-model-name", served_model_name or Path(model_dir).name]
+
+    def launch_env(self, cache_root: Path) -> dict[str, str]:
+        return {"VLLM_CACHE_ROOT": str(cache_root / "vllm-compile-cache")}
