@@ -5,17 +5,20 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.metrics.latency import client_columns
+from harness.metrics.integrity import integrity_columns, mask_stream_timings
+from harness.metrics.latency import client_columns, counts_from_server
 from harness.metrics.schema import DERIVED_COLUMNS
 from harness.metrics.server import server_columns
 from harness.metrics.speculative import SPEC_COLUMNS, engine_steps, speculation, tokens_per_step
-from harness.metrics.values import floats, parse_meta
+from harness.metrics.values import elapsed_ms, floats, parse_meta
 
 
 def derive_requests(df: pd.DataFrame) -> pd.DataFrame:
     """A copy of the request table (from `load_requests`) with DERIVED_COLUMNS added or replaced.
 
-    Pure: the same rows always give the same columns; missing server fields give NaN.
+    Pure: the same rows always give the same columns; missing server fields give NaN. Requests
+    whose stream fails the integrity rules keep their flags and evidence, and lose their client
+    stream timings (harness.metrics.integrity).
     """
     metas = [parse_meta(raw) for raw in df["meta_info_json"]]
     engines = df["engine"].astype(str).tolist()
@@ -28,6 +31,10 @@ def derive_requests(df: pd.DataFrame) -> pd.DataFrame:
     steps = np.array([engine_steps(m, e) for m, e in zip(metas, engines)], dtype=float)
     columns["tokens_per_step"], columns["tokens_per_step_source"] = tokens_per_step(
         completion, steps, columns["tokens_per_chunk"])
+    from_server = np.array([counts_from_server(m) for m in metas], dtype=bool)
+    columns |= integrity_columns(columns, list(df["chunk_ns"]), list(df["chunk_tokens"]), completion,
+                                 elapsed_ms(df["last_token_ns"], df["first_token_ns"]), from_server)
+    mask_stream_timings(columns, columns["stream_flagged"])
     out = df.copy()
     for name in DERIVED_COLUMNS:
         values = columns[name]

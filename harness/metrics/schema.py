@@ -12,6 +12,8 @@ DERIVED_COLUMNS = (
     "ttft_client_minus_server_ms", "e2e_client_minus_server_ms",
     "accept_length", "verify_rounds", "accepted_draft_tokens", "proposed_draft_tokens", "accept_rate",
     "tokens_per_step", "tokens_per_step_source",
+    "burst_share", "client_decode_share", "ttft_excess_ms",
+    "buffered", "late_first_token", "sparse", "stream_flagged",
 )
 
 # Metrics summarized as distributions (stats n..max plus p95/p99 certification); value: unit.
@@ -47,6 +49,10 @@ RUN_UNITS = {
     "decode_throughput_mean_of_requests": "tok/s",
     "accept_length_request_weighted": "tokens/round",
     "accept_length_token_weighted": "tokens/round",
+    "requests_flagged": "count",
+    "requests_buffered": "count",
+    "requests_late_first_token": "count",
+    "requests_sparse": "count",
 }
 
 # Added when the table has a boolean `correct` column (GSM8K, joined from scoring).

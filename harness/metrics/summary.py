@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from harness.metrics.derive import derive_requests
+from harness.metrics.integrity import flag_counts
 from harness.metrics.normalize import correctness_values
 from harness.metrics.schema import (CORRECTNESS_UNITS, DISTRIBUTION_UNITS, RUN_UNITS, STAT_UNITS,
                                     SUMMARY_COLUMNS)
@@ -67,6 +68,7 @@ def run_values(derived: pd.DataFrame) -> dict[str, float]:
         "decode_throughput_mean_of_requests": decode_throughput_mean_of_requests(derived),
         "accept_length_request_weighted": accept_length_request_weighted(derived),
         "accept_length_token_weighted": accept_length_token_weighted(derived),
+        **flag_counts(derived),
     }
 
 

