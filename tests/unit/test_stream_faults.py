@@ -8,10 +8,10 @@ import asyncio
 import httpx
 import pytest
 
-from harness.client.openai import OpenAIBackend
-from harness.client.sglang import SGLangBackend
+from harness.engines.openai import OpenAIBackend
+from harness.engines.sglang import SGLangBackend
 from harness.metrics import derive_requests, summarize
-from harness.records import RequestRecord
+from harness.records.requests import RequestRecord
 from harness.spec import Prompt, SamplingParams
 from tests.fakes.stream_server import Script, serving
 from tests.unit.conftest import to_frame
