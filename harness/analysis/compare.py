@@ -29,16 +29,13 @@ from harness.analysis.stats import (accuracy_change, bootstrap_change, bootstrap
 from harness.analysis.tables import run_summary, scored_questions
 from harness.errors import SparkbenchError
 from harness.metrics import derive_requests, length_match_weights, length_matched_throughput
-from harness.metrics.schema import DISTRIBUTION_UNITS, RUN_UNITS
+from harness.metrics.catalogue import CATALOGUE, compared_stats
 from harness.records.requests import load_requests
 from harness.records.rundir import load_manifest
 
 COMPARISON_COLUMNS = ["run_id", "workload", "metric", "stat", "value", "unit", "baseline_run_id",
                       "baseline_value", "change", "change_kind", "ci95_low", "ci95_high", "paired", "n",
                       "p_value"]
-# Per-request columns compared through a statistic of their finite values.
-COLUMN_METRICS = [("decode_tok_s", "mean"), ("tpot_ms", "mean"), ("ttft_ms", "mean"), ("ttft_ms", "p95"),
-                  ("e2e_ms", "mean"), ("e2e_ms", "p50"), ("e2e_ms", "p95"), ("completion_tokens", "mean")]
 STAT_FNS = {"mean": np.nanmean, "p50": lambda x, axis=-1: np.nanpercentile(x, 50, axis=axis),
             "p95": lambda x, axis=-1: np.nanpercentile(x, 95, axis=axis)}
 # Workload spec keys that may differ between runs without changing which prompt a prompt_id names:
@@ -203,13 +200,13 @@ def _accuracy_rows(base: LoadedRun, cand: LoadedRun | None) -> list[dict]:
 
 
 def _metric_unit(metric: str) -> str:
-    return RUN_UNITS.get(metric) or DISTRIBUTION_UNITS[metric]
+    return CATALOGUE[metric].unit
 
 
 def headline_metrics() -> list[tuple[str, str]]:
-    """(metric, stat) pairs compared, in display order."""
-    return [("decode_throughput_aggregate", "value"), *COLUMN_METRICS[:-1],
-            ("accept_length_token_weighted", "value"), COLUMN_METRICS[-1]]
+    """(metric, stat) pairs compared, in catalogue order: a statistic of a per-request column's
+    finite values, or for RATIO_METRICS a ratio of sums over the requests."""
+    return compared_stats()
 
 
 def baseline_rows(run: LoadedRun) -> list[dict]:
@@ -230,9 +227,10 @@ def candidate_rows(base: LoadedRun, cand: LoadedRun) -> list[dict]:
                      "unit": _metric_unit(metric), "baseline_value": _value(base_rows, metric, stat),
                      "change": point, "ci95_low": low, "ci95_high": high})
     matched = _length_matched_row(base_rows, cand_rows, paired)
-    rows.insert(1, {k: v for k, v in matched.items() if k != "coverage"})
-    rows.insert(2, {"metric": "length_match_coverage", "stat": "value", "value": matched["coverage"],
-                    "unit": "fraction"})
+    after = 1 + next(i for i, row in enumerate(rows) if row["metric"] == matched["metric"])
+    rows[after:after] = [{k: v for k, v in matched.items() if k != "coverage"},
+                         {"metric": "length_match_coverage", "stat": "value", "value": matched["coverage"],
+                          "unit": "fraction"}]
     for row in rows:
         row |= {"paired": paired, "n": len(cand_rows)}
     if base.scored is not None and cand.scored is not None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.metrics import SUMMARY_COLUMNS, summarize
+from harness.metrics.catalogue import CATALOGUE, headline_stats
 from harness.metrics.energy import energy_units, run_energy
 from harness.power.sampler import load_power_samples
 from harness.records.requests import load_requests
@@ -20,25 +21,7 @@ from workloads.gsm8k_scoring import accuracy_summary, score_table
 
 SUMMARY_NAME = "summary.csv"
 QUESTIONS_NAME = "questions.parquet"  # GSM8K: prompt, output, gold, both predictions and flags per question
-HEADLINE = [
-    ("ttft_ms", ["mean", "p50", "p95"]),
-    ("tpot_ms", ["mean", "p50", "p95"]),
-    ("e2e_ms", ["mean", "p50", "p95"]),
-    ("decode_throughput_aggregate", ["value"]),
-    ("decode_throughput_mean_of_requests", ["value"]),
-    ("completion_tokens", ["mean", "p50"]),
-    ("accept_length", ["mean"]),
-    ("accept_length_token_weighted", ["value"]),
-    ("accept_length_server_counters", ["value"]),
-    ("gpu_energy_per_output_token_j", ["value"]),
-    ("gpu_output_tokens_per_j", ["value"]),
-    ("gpu_power_mean_w", ["value"]),
-    ("gpu_power_peak_w", ["value"]),
-    ("cpu_package_energy_per_output_token_j", ["value"]),
-    ("cpu_package_power_mean_w", ["value"]),
-    ("gsm8k_accuracy_strict", ["mean", "ci95_low", "ci95_high"]),
-    ("gsm8k_accuracy_flexible", ["mean", "ci95_low", "ci95_high"]),
-]
+HEADLINE = headline_stats()  # (metric, stats) shown by the headline view, from the catalogue
 
 
 def scored_questions(requests: pd.DataFrame) -> pd.DataFrame:
@@ -80,7 +63,8 @@ def counter_rows(manifest: dict) -> pd.DataFrame:
     """Run-level accept length from the server's own counters (delta over the measured requests),
     set beside the per-request figures as a cross-check; empty when the server keeps none."""
     value = (manifest.get("server_counters") or {}).get("accept_length")
-    rows = [] if value is None else [("accept_length_server_counters", "value", value, "tokens/round")]
+    metric = CATALOGUE["accept_length_server_counters"]
+    rows = [] if value is None else [(metric.name, "value", value, metric.unit)]
     return pd.DataFrame(rows, columns=["metric", "stat", "value", "unit"])
 
 

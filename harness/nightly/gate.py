@@ -18,13 +18,14 @@ import pandas as pd
 import yaml
 
 from harness.errors import SparkbenchError
+from harness.metrics.catalogue import ACCURACY as ACCURACY_KIND
+from harness.metrics.catalogue import default_thresholds, gated
 
-# (metric, stat, +1 when higher is better / -1 when lower is better)
-GATED = [("decode_throughput_aggregate", "value", +1), ("tpot_ms", "mean", -1), ("ttft_ms", "mean", -1),
-         ("e2e_ms", "p95", -1), ("accept_length_token_weighted", "value", +1)]
-ACCURACY = ("gsm8k_accuracy_strict", "mean")
-DEFAULT_THRESHOLDS = {"decode_throughput_aggregate": 0.05, "tpot_ms": 0.05, "ttft_ms": 0.10, "e2e_ms": 0.10,
-                      "accept_length_token_weighted": 0.05, "gsm8k_accuracy_strict": 0.05}
+# From the metric catalogue: (metric, stat, +1 when higher is better / -1 when lower is better) of
+# the metrics gated on their interval, and the accuracy gated on McNemar's test.
+GATED = [(m.name, m.gate_stat, m.direction) for m in gated() if m.kind != ACCURACY_KIND]
+ACCURACY = next((m.name, m.gate_stat) for m in gated() if m.kind == ACCURACY_KIND)
+DEFAULT_THRESHOLDS = default_thresholds()
 DEFAULT_WORKLOADS = [{"name": "synthetic", "options": {"num_prompts": 8, "input_tokens": 1024, "output_tokens": 128}},
                      {"name": "gsm8k", "options": {"limit": 20, "max_new_tokens": 64}}]
 VERDICT_COLUMNS = ["workload", "metric", "stat", "baseline_value", "value", "change", "ci95_low", "ci95_high",

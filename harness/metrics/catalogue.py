@@ -1,0 +1,150 @@
+"""The metric catalogue: every metric of a run summary, stated once.
+
+One row per metric: name, unit, kind (how the summary computes it), direction (is higher better),
+the stats the headline view shows, the stats `compare` sets against a baseline request by request,
+the nightly gate (default threshold on the relative change, and the stat it reads), and a short
+description. The units of the summary, the headline view, the comparison columns and the nightly
+gate are all read from here; docs/metrics.md defines each name (a unit test checks it lists all).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.metrics.energy import DOMAINS, ENERGY_UNITS
+
+HIGHER, LOWER, NEITHER = +1, -1, 0  # direction: which way is better
+# Kinds: how the summary computes the metric.
+DISTRIBUTION = "distribution"  # per-request samples: stats n..max and the tail certification flags
+RUN = "run"  # one value per run from the derived table (stat "value")
+CORRECTNESS = "correctness"  # one value, when the table has a boolean `correct` column
+COUNTER = "counter"  # one value from the server's own counters over the measured requests
+ENERGY = "energy"  # one value from the power samples recorded beside the requests
+ACCURACY = "accuracy"  # a scored workload's proportion: mean, 95% interval and n
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    kind: str
+    direction: int
+    description: str
+    headline: tuple[str, ...] = ()  # stats shown in the headline view, in order
+    compared: tuple[str, ...] = ()  # stats compared against a baseline run, request by request
+    gate: float | None = None  # nightly: default threshold on the relative change (None: not gated)
+    gate_stat: str = "value"  # nightly: the stat the gate reads
+
+
+def _d(name: str, unit: str, direction: int, description: str, **extra) -> Metric:
+    return Metric(name, unit, DISTRIBUTION, direction, description, **extra)
+
+
+def _r(name: str, unit: str, direction: int, description: str, **extra) -> Metric:
+    return Metric(name, unit, RUN, direction, description, **extra)
+
+
+MEAN_P50_P95 = ("mean", "p50", "p95")
+INTERVAL = ("mean", "ci95_low", "ci95_high")
+
+DISTRIBUTIONS = (
+    _d("ttft_ms", "ms", LOWER, "time to first token", headline=MEAN_P50_P95, compared=("mean", "p95"),
+       gate=0.10, gate_stat="mean"),
+    _d("tpot_ms", "ms", LOWER, "time per output token after the first", headline=MEAN_P50_P95,
+       compared=("mean",), gate=0.05, gate_stat="mean"),
+    _d("e2e_ms", "ms", LOWER, "end-to-end latency", headline=MEAN_P50_P95, compared=MEAN_P50_P95,
+       gate=0.10, gate_stat="p95"),
+    _d("decode_ms", "ms", LOWER, "first token to [DONE]"),
+    _d("e2e_per_token_ms", "ms/token", LOWER, "end-to-end latency per output token"),
+    _d("decode_tok_s", "tok/s", HIGHER, "per-request decode rate", compared=("mean",)),
+    _d("itl_ms", "ms", LOWER, "inter-token latency, one sample per token"),
+    _d("chunk_gap_ms", "ms", NEITHER, "gap between token-bearing chunks"),
+    _d("tokens_per_chunk", "tokens/chunk", NEITHER, "output tokens per token-bearing chunk"),
+    _d("tokens_per_step", "tokens/step", HIGHER, "output tokens per engine step"),
+    _d("completion_tokens", "tokens", NEITHER, "output length reported by the server",
+       headline=("mean", "p50"), compared=("mean",)),
+    _d("prompt_tokens", "tokens", NEITHER, "prompt length reported by the server"),
+    _d("cached_tokens", "tokens", NEITHER, "prompt tokens served from the prefix cache"),
+    _d("accept_length", "tokens/round", HIGHER, "tokens per speculative verify round", headline=("mean",)),
+    _d("accept_rate", "fraction", HIGHER, "accepted over proposed draft tokens"),
+    _d("server_ttft_ms", "ms", LOWER, "time to first token as the server measured it"),
+    _d("server_e2e_ms", "ms", LOWER, "end-to-end latency as the server measured it"),
+    _d("server_tpot_ms", "ms", LOWER, "time per output token from the server's timings"),
+    _d("ttft_client_minus_server_ms", "ms", NEITHER, "client TTFT minus server TTFT"),
+    _d("e2e_client_minus_server_ms", "ms", NEITHER, "client e2e minus server e2e"),
+)
+
+RUN_VALUES = (
+    _r("requests", "count", NEITHER, "requests recorded"),
+    _r("run_span_s", "s", NEITHER, "first request sent to last [DONE]"),
+    _r("output_throughput", "tok/s", HIGHER, "output tokens over the run span"),
+    _r("decode_throughput_aggregate", "tok/s", HIGHER, "decode tokens over decode time, pooled",
+       headline=("value",), compared=("value",), gate=0.05),
+    _r("decode_throughput_mean_of_requests", "tok/s", HIGHER, "mean of per-request decode rates",
+       headline=("value",)),
+    _r("accept_length_request_weighted", "tokens/round", HIGHER, "mean of per-request accept lengths"),
+    _r("accept_length_token_weighted", "tokens/round", HIGHER, "total tokens over total verify rounds",
+       headline=("value",), compared=("value",), gate=0.05),
+    _r("requests_flagged", "count", LOWER, "requests whose stream hides the decode (any rule)"),
+    _r("requests_buffered", "count", LOWER, "requests most of whose answer arrived at once"),
+    _r("requests_late_first_token", "count", LOWER, "requests whose first token was held back"),
+    _r("requests_sparse", "count", LOWER, "requests with far fewer chunks than tokens"),
+)
+
+CORRECTNESS_VALUES = (
+    Metric("correct_answers", "count", CORRECTNESS, HIGHER, "requests whose answer is correct"),
+    Metric("accuracy", "fraction", CORRECTNESS, HIGHER, "correct answers over scored requests"),
+    Metric("tokens_per_correct_answer", "tokens", CORRECTNESS, LOWER, "output tokens per correct answer"),
+    Metric("seconds_per_correct_answer", "s", CORRECTNESS, LOWER, "request time per correct answer"),
+)
+
+COUNTER_VALUES = (
+    Metric("accept_length_server_counters", "tokens/round", COUNTER, HIGHER,
+           "accept length from the server's counters over the measured requests", headline=("value",)),
+)
+
+ENERGY_DIRECTION = {"energy_j": LOWER, "energy_per_output_token_j": LOWER, "output_tokens_per_j": HIGHER,
+                    "power_mean_w": NEITHER, "power_peak_w": NEITHER}
+ENERGY_HEADLINE = ("energy_per_output_token_j", "output_tokens_per_j", "power_mean_w", "power_peak_w")
+ENERGY_VALUES = tuple(
+    Metric(f"{domain}_{suffix}", unit, ENERGY, ENERGY_DIRECTION[suffix], f"{domain} {suffix.replace('_', ' ')}",
+           headline=("value",) if suffix in ENERGY_HEADLINE else ())
+    for domain in DOMAINS for suffix, unit in ENERGY_UNITS.items())
+
+ACCURACY_VALUES = (
+    Metric("gsm8k_accuracy_strict", "fraction", ACCURACY, HIGHER, "GSM8K accuracy, strict match",
+           headline=INTERVAL, gate=0.05, gate_stat="mean"),
+    Metric("gsm8k_accuracy_flexible", "fraction", ACCURACY, HIGHER, "GSM8K accuracy, flexible extract",
+           headline=INTERVAL),
+    Metric("gsm8k_invalid_rate_strict", "fraction", ACCURACY, LOWER, "GSM8K answers without a strict match"),
+    Metric("gsm8k_invalid_rate_flexible", "fraction", ACCURACY, LOWER, "GSM8K answers without any number"),
+)
+
+CATALOGUE: dict[str, Metric] = {m.name: m for m in (*DISTRIBUTIONS, *RUN_VALUES, *CORRECTNESS_VALUES,
+                                                     *COUNTER_VALUES, *ENERGY_VALUES, *ACCURACY_VALUES)}
+
+
+def units(kind: str) -> dict[str, str]:
+    """Unit of every metric of one kind, by name, in catalogue order."""
+    return {m.name: m.unit for m in CATALOGUE.values() if m.kind == kind}
+
+
+def headline_stats() -> list[tuple[str, list[str]]]:
+    """(metric, stats) of the headline view, in catalogue order."""
+    return [(m.name, list(m.headline)) for m in CATALOGUE.values() if m.headline]
+
+
+def compared_stats() -> list[tuple[str, str]]:
+    """(metric, stat) pairs compared against a baseline request by request, in catalogue order."""
+    return [(m.name, stat) for m in CATALOGUE.values() for stat in m.compared]
+
+
+def gated() -> list[Metric]:
+    """The metrics the nightly job gates, in catalogue order."""
+    return [m for m in CATALOGUE.values() if m.gate is not None]
+
+
+def default_thresholds() -> dict[str, float]:
+    """Default nightly threshold of each gated metric (relative change; accuracy: shown beside
+    McNemar's test, which decides)."""
+    return {m.name: m.gate for m in gated()}
