@@ -14,6 +14,7 @@ import pandas as pd
 from harness.metrics import SUMMARY_COLUMNS, summarize
 from harness.metrics.catalogue import CATALOGUE, headline_stats
 from harness.metrics.energy import energy_units, run_energy
+from harness.metrics.integrity import FLAGS, integrity_warning
 from harness.power.sampler import load_power_samples
 from harness.records.requests import load_requests
 from harness.records.rundir import load_manifest
@@ -89,6 +90,13 @@ def power_note(manifest: dict) -> str:
     return f"{sensors}: {methods}; every {power['interval_ms']:g} ms, {power.get('samples', 0)} samples"
 
 
+def stream_warning(summary: pd.DataFrame) -> str | None:
+    """The stream integrity warning of a run summary (how many requests were flagged, and why)."""
+    values = summary[summary["stat"] == "value"].set_index("metric")["value"]
+    counts = {name: values.get(name, 0.0) for name in ("requests_flagged", *(f"requests_{f}" for f in FLAGS))}
+    return integrity_warning(counts, values.get("requests", 0.0))
+
+
 def headline(summary: pd.DataFrame) -> pd.DataFrame:
     """Metric rows with the chosen stats as columns, in HEADLINE order (a view for reading)."""
     rows = []
@@ -111,6 +119,9 @@ def print_run_summary(run_dir: Path, full: bool = False) -> None:
         questions.to_parquet(run_dir / QUESTIONS_NAME, index=False)
     print(f"\nrun {manifest['run_id']}  status={manifest['status']}  "
           f"requests={manifest.get('requests_recorded')}  workload={manifest['workload']['name']}")
+    warning = stream_warning(summary)
+    if warning:
+        print(warning)
     print(f"scale: {manifest.get('scale')}")
     print(f"energy: {power_note(manifest)}")
     with pd.option_context("display.width", 160, "display.max_rows", 500, "display.float_format", "{:.3f}".format):

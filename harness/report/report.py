@@ -22,7 +22,7 @@ import pandas as pd
 
 from harness.analysis.compare import LoadedRun, compare_loaded, load_run, run_label
 from harness.analysis.reference import reference_table
-from harness.analysis.tables import headline
+from harness.analysis.tables import headline, stream_warning
 from harness.records.rundir import engine_and_api
 from harness.report.plots import plot_all
 
@@ -135,6 +135,7 @@ def render_html(runs: Sequence[LoadedRun], comparison: pd.DataFrame, figures: Se
     for run in runs:
         parts += [f"<h3>{html.escape(run_label(run))}</h3>",
                   f"<p class='scale'>scale: {html.escape(str(run.manifest.get('scale')))}</p>",
+                  *(f"<p class='scale'>{html.escape(w)}</p>" for w in [stream_warning(run.summary)] if w),
                   html_table(_facts_frame(run), pre_columns=["value"])]
     parts += ["<h2>Comparison against the baseline</h2>", f"<p>{html.escape(LEGEND)}</p>",
               html_table(comparison_view(comparison)),
@@ -177,7 +178,8 @@ def render_markdown(runs: Sequence[LoadedRun], comparison: pd.DataFrame, figures
     parts = [f"# sparkbench report: {len(runs)} run(s)",
              f"Baseline: {md_text(comparison['baseline_run_id'].iloc[0])}.", "## Runs"]
     for run in runs:
-        parts += [f"### {md_text(run_label(run))}", md_table(_facts_frame(run))]
+        parts += [f"### {md_text(run_label(run))}", *(f"**{md_text(w)}**" for w in [stream_warning(run.summary)] if w),
+                  md_table(_facts_frame(run))]
     parts += ["## Comparison against the baseline", md_text(LEGEND), md_table(comparison_view(comparison)),
               "## Published figures beside the runs", md_table(reference_view(runs)), "## Headline summary per run"]
     for run in runs:

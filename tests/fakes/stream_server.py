@@ -163,8 +163,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self) -> None:
-        routes = {"/health": {}, "/v1/models": {"object": "list", "data": [{"id": MODEL, "root": "/fake", "owned_by": "vllm"}]},
-                  "/version": {"version": "fake"}}
+        models = {"object": "list", "data": [{"id": MODEL, "root": "/fake", "owned_by": "vllm"}]}
+        routes = {"/health": {}, "/v1/models": models, "/version": {"version": "fake"}}
         if self.script.api == "sglang":
             routes |= {"/server_info": {"version": "fake"}, "/model_info": {"model_path": "/fake"}}
         if self.path in routes:

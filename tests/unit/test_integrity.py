@@ -186,3 +186,53 @@ def test_an_empty_table_has_no_flags(frame_of):
     assert counts == {"requests_flagged": 0.0, "requests_buffered": 0.0, "requests_late_first_token": 0.0,
                       "requests_sparse": 0.0}
     assert np.isnan(summary_value(summarize(frame_of([]), "r", "synthetic"), "ttft_ms", "mean"))
+
+
+# ---- no single faulty request moves a headline statistic beyond its share -------------------
+
+def healthy_record(make_record, i: int, seq: int):
+    """One of eight healthy vLLM-shaped requests of 64 tokens; request i is a little slower."""
+    chunks = steady(64, first_ms=10.0 + i, step_ms=3.0 + 0.2 * i)
+    return make_record(chunks=chunks, seq=seq, engine="vllm", meta=vllm_timing(8.0 + i, chunks[-1][0] - 1.0))
+
+
+FAULTS = {  # 64 tokens made at a healthy pace, sent as below
+    "whole answer in one chunk": dict(chunks=[(200.0, 64)]),
+    "first token, then the rest at once": dict(chunks=[(12.0, 1), (200.0, 63)]),
+    "second half held back": dict(chunks=steady(32, first_ms=12.0) + [(200.0, 32)]),
+    "text-less chunks, no running usage": dict(chunks=[(200.0, 1)], completion_tokens=64,
+                                               meta={"chunk_token_counts": "assumed_one_per_chunk"}),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_one_faulty_request_moves_no_headline_beyond_what_one_healthy_request_could(make_record, frame_of, fault):
+    """Each headline statistic of eight healthy requests plus the faulty one lies within the range
+    that adding any one of the healthy requests again gives: the faulty request weighs no more
+    than a healthy one (the issue saw one request lift the mean of decode rates to 44,927 tok/s)."""
+    from harness.analysis.tables import HEADLINE
+
+    healthy = [healthy_record(make_record, i, seq=i) for i in range(8)]
+    spec = FAULTS[fault]
+    meta = vllm_timing(8.0, 198.0) | spec.get("meta", {})  # made as fast as the fastest healthy request
+    faulty = make_record(seq=8, engine="vllm", end_ms=201.0, meta=meta,
+                         **{k: v for k, v in spec.items() if k != "meta"})
+
+    def headlines(extra):
+        summary = summarize(frame_of([*healthy, extra]), "r", "synthetic")
+        return summary.set_index(["metric", "stat"])["value"]
+
+    with_fault = headlines(faulty)
+    with_healthy = [headlines(healthy_record(make_record, i, seq=8)) for i in range(8)]
+    assert with_fault["requests_flagged", "value"] == 1
+    checked = 0
+    for metric, stats in HEADLINE:
+        for stat in stats:
+            if (metric, stat) not in with_fault.index or metric == "requests_flagged":
+                continue
+            value, others = with_fault[metric, stat], [s[metric, stat] for s in with_healthy]
+            if all(np.isnan(others)):
+                continue
+            checked += 1
+            assert min(others) - 1e-9 <= value <= max(others) + 1e-9, (metric, stat, value, min(others), max(others))
+    assert checked >= 15
