@@ -9,8 +9,13 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from pydantic import BaseModel
 
+from harness.config import bounds
 from harness.errors import SparkbenchError
+from harness.run.runner import RunOptions
+from workloads.gsm8k import GSM8KConfig
+from workloads.synthetic import SyntheticConfig
 
 app = typer.Typer(help="Decode-speed and accuracy benchmarks for LLM inference servers.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
@@ -29,10 +34,13 @@ ModelOpt = Annotated[Optional[Path], typer.Option(help="Model folder to serve wh
 GuardOpt = Annotated[bool, typer.Option("--guard/--no-guard", help="Check the server against the profile first.")]
 BackendOpt = Annotated[str, typer.Option(help="sglang (native /generate), openai (/v1/completions) or auto.")]
 ServedModelOpt = Annotated[Optional[str], typer.Option(help="Model name for the OpenAI API (default: the first listed).")]
-WarmupOpt = Annotated[int, typer.Option(min=0, help="Warm-up requests before measuring (not recorded).")]
-ConcurrencyOpt = Annotated[int, typer.Option(min=1, help="Requests in flight at once (1 = batch 1, as published).")]
+WarmupOpt = Annotated[int, typer.Option(help=RunOptions.model_fields["warmup"].description,
+                                        **bounds(RunOptions, "warmup"))]
+ConcurrencyOpt = Annotated[int, typer.Option(help=RunOptions.model_fields["concurrency"].description,
+                                             **bounds(RunOptions, "concurrency"))]
 ResultsOpt = Annotated[Path, typer.Option(help="Folder that receives results/<run_id>/.")]
-TimeoutOpt = Annotated[float, typer.Option(min=1.0, help="Seconds a request may go without any data.")]
+TimeoutOpt = Annotated[float, typer.Option(help=RunOptions.model_fields["request_timeout_s"].description,
+                                           **bounds(RunOptions, "request_timeout_s"))]
 ProgressOpt = Annotated[bool, typer.Option(help="Show the progress bar.")]
 PowerOpt = Annotated[int, typer.Option(min=0, help="Sample device power (NVML GPUs, RAPL CPU packages) every N ms "
                                                   "during the measured requests; 0 = off.")]
@@ -56,9 +64,7 @@ class Common:
     keep_prefix_cache: bool = False
     power_sample_ms: int = 100
 
-    def options(self, base_url: str):
-        from harness.run.runner import RunOptions
-
+    def options(self, base_url: str) -> RunOptions:
         return RunOptions(base_url=base_url, warmup=self.warmup, concurrency=self.concurrency,
                           request_timeout_s=self.request_timeout, show_progress=self.progress,
                           power_interval_s=self.power_sample_ms / 1000)
@@ -68,31 +74,47 @@ def _run(common: Common, workload: str, workload_options: dict, chat: bool = Fal
     """Start or attach to the server, build the named workload for its scale, and run it."""
     from harness.analysis.tables import print_run_summary
     from harness.run.bench import backend_for, run_workload, target_server
-    from workloads.registry import build
+    from workloads.registry import config_of, plan
 
+    config = config_of(workload, workload_options)  # a bad option fails before any server starts
     with target_server(common.server, common.profile, common.model) as target:
         backend = backend_for(target, common.backend, chat=chat, model=common.served_model)
-        make = build(workload, workload_options, target.reduced, target.model_dir)
-        run = run_workload(target, backend, make, common.options(target.base_url), common.results,
+        chosen = plan(workload, config, target.reduced, target.model_dir)
+        run = run_workload(target, backend, chosen, common.options(target.base_url), common.results,
                            guard=common.guard, keep_prefix_cache=common.keep_prefix_cache)
     print_run_summary(run.path)
+
+
+S, G, R = SyntheticConfig, GSM8KConfig, RunOptions
+
+
+def bound(model: type[BaseModel], field: str, **extra) -> typer.models.OptionInfo:
+    """A typer option bound to a config field: its description (with scale defaults) and bounds."""
+    describe = getattr(model, "help", None)
+    text = describe(field) if describe else model.model_fields[field].description
+    return typer.Option(help=text, **bounds(model, field), **extra)
+
+
+def default(model: type[BaseModel], field: str):
+    return model.model_fields[field].default
 
 
 @run_app.command("synthetic")
 def run_synthetic(
     server: ServerOpt = None,
-    num_prompts: Annotated[Optional[int], typer.Option(min=1, help="Measured requests [published shape: 10; embedded test bed: 8].")] = None,
-    input_tokens: Annotated[Optional[int], typer.Option(min=2, help="Prompt length in tokens [32768; embedded: 8192].")] = None,
-    output_tokens: Annotated[Optional[int], typer.Option(min=1, help="Generated tokens per request [2048; embedded: 512].")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the prompt bodies.")] = 0,
-    salt: Annotated[Optional[int], typer.Option(help="Seed of the distinct first tokens (default: fresh per run, recorded).")] = None,
-    tokenizer: Annotated[Optional[Path], typer.Option(help="Local tokenizer folder of the served model (default: the server's).")] = None,
+    num_prompts: Annotated[Optional[int], bound(S, "num_prompts")] = None,
+    input_tokens: Annotated[Optional[int], bound(S, "input_tokens")] = None,
+    output_tokens: Annotated[Optional[int], bound(S, "output_tokens")] = None,
+    seed: Annotated[int, bound(S, "seed")] = default(S, "seed"),
+    salt: Annotated[Optional[int], bound(S, "salt")] = None,
+    tokenizer: Annotated[Optional[Path], bound(S, "tokenizer")] = None,
     keep_prefix_cache: Annotated[bool, typer.Option(help="Do not flush the server's prefix cache before measuring "
                                                          "(SGLang /flush_cache; the guard still checks cached_tokens).")] = False,
     profile: ProfileOpt = None, model: ModelOpt = None, guard: GuardOpt = True,
     backend: BackendOpt = "auto", served_model: ServedModelOpt = None,
-    warmup: WarmupOpt = 1, concurrency: ConcurrencyOpt = 1, results: ResultsOpt = Path("results"),
-    request_timeout: TimeoutOpt = 900.0, progress: ProgressOpt = True, power_sample_ms: PowerOpt = 100,
+    warmup: WarmupOpt = default(R, "warmup"), concurrency: ConcurrencyOpt = default(R, "concurrency"),
+    results: ResultsOpt = Path("results"), request_timeout: TimeoutOpt = default(R, "request_timeout_s"),
+    progress: ProgressOpt = True, power_sample_ms: PowerOpt = 100,
 ) -> None:
     """Synthetic decode: random-token prompts, fixed output length, greedy, ignore_eos."""
     common = Common(server, profile, model, guard, backend, served_model, warmup, concurrency, results,
@@ -104,22 +126,23 @@ def run_synthetic(
 @run_app.command("gsm8k")
 def run_gsm8k(
     server: ServerOpt = None,
-    limit: Annotated[Optional[int], typer.Option(min=0, help="Questions to send [all 1,319; embedded: 20].")] = None,
-    offset: Annotated[int, typer.Option(min=0, help="First test question to send.")] = 0,
-    shuffle: Annotated[bool, typer.Option(help="Send the questions in a seeded random order.")] = False,
-    shuffle_seed: Annotated[int, typer.Option(help="Seed of --shuffle.")] = 0,
-    shot_seed: Annotated[int, typer.Option(help="Seed that draws the five shots from the TRAIN split.")] = 1234,
-    chat: Annotated[bool, typer.Option(help="Send the prompt as one chat user message (OpenAI chat API).")] = False,
-    source: Annotated[str, typer.Option(help="vendored (offline copy) or hub (openai/gsm8k via datasets).")] = "vendored",
-    temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature [published: 0.6].")] = 0.6,
-    top_p: Annotated[float, typer.Option(min=0.0, max=1.0, help="Nucleus sampling [published: 0.95].")] = 0.95,
-    top_k: Annotated[int, typer.Option(help="Top-k sampling, -1 off [published: 29].")] = 29,
-    max_new_tokens: Annotated[Optional[int], typer.Option(min=1, help="Token cap per answer [32768; embedded: 128].")] = None,
-    base_seed: Annotated[int, typer.Option(help="Request seed = base seed + question index.")] = 0,
+    limit: Annotated[Optional[int], bound(G, "limit")] = None,
+    offset: Annotated[int, bound(G, "offset")] = default(G, "offset"),
+    shuffle: Annotated[bool, bound(G, "shuffle")] = default(G, "shuffle"),
+    shuffle_seed: Annotated[int, bound(G, "shuffle_seed")] = default(G, "shuffle_seed"),
+    shot_seed: Annotated[int, bound(G, "shot_seed")] = default(G, "shot_seed"),
+    chat: Annotated[bool, bound(G, "chat")] = default(G, "chat"),
+    source: Annotated[str, bound(G, "source")] = default(G, "source"),
+    temperature: Annotated[float, bound(G, "temperature")] = default(G, "temperature"),
+    top_p: Annotated[float, bound(G, "top_p")] = default(G, "top_p"),
+    top_k: Annotated[int, bound(G, "top_k")] = default(G, "top_k"),
+    max_new_tokens: Annotated[Optional[int], bound(G, "max_new_tokens")] = None,
+    base_seed: Annotated[int, bound(G, "base_seed")] = default(G, "base_seed"),
     profile: ProfileOpt = None, model: ModelOpt = None, guard: GuardOpt = True,
     backend: BackendOpt = "auto", served_model: ServedModelOpt = None,
-    warmup: WarmupOpt = 1, concurrency: ConcurrencyOpt = 1, results: ResultsOpt = Path("results"),
-    request_timeout: TimeoutOpt = 900.0, progress: ProgressOpt = True, power_sample_ms: PowerOpt = 100,
+    warmup: WarmupOpt = default(R, "warmup"), concurrency: ConcurrencyOpt = default(R, "concurrency"),
+    results: ResultsOpt = Path("results"), request_timeout: TimeoutOpt = default(R, "request_timeout_s"),
+    progress: ProgressOpt = True, power_sample_ms: PowerOpt = 100,
 ) -> None:
     """GSM8K: five-shot chain-of-thought, published sampling; accuracy and speed from the same requests."""
     common = Common(server, profile, model, guard, backend, served_model, warmup, concurrency, results,
@@ -241,7 +264,7 @@ def nightly(
     pin_baseline: Annotated[bool, typer.Option(help="Pin tonight's runs as the new baseline.")] = False,
 ) -> None:
     """Run the configured workloads, gate them against the pinned baseline: exit 0 pass, 1 regression, 2 could not run."""
-    from harness.nightly.gate import load_config
+    from harness.nightly.config import load_config
     from harness.nightly.job import COULD_NOT_RUN, run_night
 
     try:

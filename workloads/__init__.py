@@ -1,13 +1,17 @@
 """Workloads: data and generators that turn a workload spec into the prompts to send.
 
-Each workload is a small class registered by name; the runner asks it for warm-up prompts and the
-measured prompts and records its `spec()` in the run manifest.
+Each workload is a small class registered by name (`workloads.registry`) with a typed config of
+its options; the runner asks it for warm-up prompts and the measured prompts and records its
+`spec()` and resolved config in the run manifest.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
 
+from harness.config import StrictModel
 from harness.spec import Prompt
 
 
@@ -22,3 +26,35 @@ class Workload(Protocol):
 
     def spec(self) -> dict:
         """Everything needed to regenerate the prompts exactly (recorded in the manifest)."""
+
+
+class WorkloadConfig(StrictModel):
+    """A workload's options. A field left None takes its default at the target's scale: `published`
+    (the published evaluation's shape) or `reduced` (the embedded CPU test bed)."""
+
+    published: ClassVar[dict[str, Any]] = {}
+    reduced: ClassVar[dict[str, Any]] = {}
+
+    def at_scale(self, reduced: bool) -> WorkloadConfig:
+        """This config with every None field that has a scale default filled in."""
+        defaults = self.reduced if reduced else self.published
+        return self.model_copy(update={key: value for key, value in defaults.items() if getattr(self, key) is None})
+
+    @classmethod
+    def help(cls, field: str) -> str:
+        """The field's description with its published and reduced defaults, for `--help`."""
+        description = cls.model_fields[field].description or field
+        if field not in cls.published:
+            return description
+        published = cls.published[field]
+        return f"{description} [published: {'all' if published is None else f'{published:,}'}; " \
+               f"embedded test bed: {cls.reduced[field]:,}]"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A workload ready to build once the server is known: its resolved config, and the factory the
+    runner calls with the server's snapshot."""
+
+    config: WorkloadConfig
+    make: Callable[[dict], Workload]

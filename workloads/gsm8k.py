@@ -19,9 +19,13 @@ import random
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
 
 from harness.errors import SparkbenchError
 from harness.spec import Prompt, SamplingParams
+from workloads import WorkloadConfig
 
 DATA_DIR = Path(__file__).parent / "data" / "gsm8k"
 SPLITS = ("test", "train")
@@ -45,6 +49,27 @@ PUBLISHED_TEMPERATURE = 0.6
 PUBLISHED_TOP_P = 0.95
 PUBLISHED_TOP_K = 29
 PUBLISHED_MAX_NEW_TOKENS = 32_768
+
+
+class GSM8KConfig(WorkloadConfig):
+    """Options of the GSM8K workload (None: the default at the target's scale)."""
+
+    published = {"limit": None, "max_new_tokens": PUBLISHED_MAX_NEW_TOKENS}
+    reduced = {"limit": 20, "max_new_tokens": 128}
+
+    limit: int | None = Field(None, ge=0, description="Questions to send.")
+    offset: int = Field(0, ge=0, description="First test question to send.")
+    shuffle: bool = Field(False, description="Send the questions in a seeded random order.")
+    shuffle_seed: int = Field(0, description="Seed of --shuffle.")
+    shot_seed: int = Field(DEFAULT_SHOT_SEED, description="Seed that draws the five shots from the TRAIN split.")
+    chat: bool = Field(False, description="Send the prompt as one chat user message (OpenAI chat API).")
+    source: Literal["vendored", "hub"] = Field("vendored", description="vendored (offline copy) or hub "
+                                                                      "(openai/gsm8k via datasets).")
+    temperature: float = Field(PUBLISHED_TEMPERATURE, ge=0.0, description="Sampling temperature (published).")
+    top_p: float = Field(PUBLISHED_TOP_P, ge=0.0, le=1.0, description="Nucleus sampling (published).")
+    top_k: int = Field(PUBLISHED_TOP_K, description="Top-k sampling, -1 off (published).")
+    max_new_tokens: int | None = Field(None, ge=1, description="Token cap per answer.")
+    base_seed: int = Field(0, description="Request seed = base seed + question index.")
 
 
 @dataclass(frozen=True)

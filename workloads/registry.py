@@ -1,55 +1,74 @@
-"""Workloads by name, with their defaults at the published shape and at the test bed's reduced scale.
+"""Workloads by name: each one's typed config, its builder and, for a scored workload, its scorer.
 
-The command line and the nightly job build workloads through here, so a workload's options and
-defaults live in one place. Each builder takes the options given (None: the default for the
-target's scale) and returns the factory the runner calls with the server's snapshot.
+The command line and the nightly job build workloads through here: options are validated by the
+workload's config (one line per problem), left-out options take the default of the target's scale
+(`WorkloadConfig.at_scale`), and the result is a `Plan` the runner builds once it knows the server.
+A scored workload names its scorer, so nothing downstream asks for a workload by name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workloads import Workload
+from harness.config import validated
+from harness.errors import SparkbenchError
+from workloads import Plan, Workload, WorkloadConfig
+from workloads.gsm8k import GSM8KConfig
+from workloads.synthetic import SyntheticConfig
 
 Factory = Callable[[dict[str, Any]], Workload]
 
-# (published shape, reduced scale of the CPU test bed)
-SYNTHETIC_DEFAULTS = {"num_prompts": (10, 8), "input_tokens": (32_768, 8_192), "output_tokens": (2_048, 512)}
-GSM8K_DEFAULTS = {"limit": (None, 20), "max_new_tokens": (32_768, 128)}
+
+@dataclass(frozen=True)
+class WorkloadEntry:
+    config: type[WorkloadConfig]
+    factory: Callable[[Any, Path | None], Factory]  # (resolved config, local model folder) -> factory
+    scorer: str | None = None  # module holding the scorer of a scored workload (see workloads.scoring)
 
 
-def _resolve(options: dict[str, Any], defaults: dict[str, tuple], reduced: bool) -> dict[str, Any]:
-    resolved = dict(options)
-    for key, (published, small) in defaults.items():
-        if resolved.get(key) is None:
-            resolved[key] = small if reduced else published
-    return resolved
-
-
-def synthetic(options: dict[str, Any], reduced: bool, model_dir: Path | None) -> Factory:
+def _synthetic(config: SyntheticConfig, model_dir: Path | None) -> Factory:
     from workloads.synthetic import make_synthetic
 
-    resolved = _resolve({"seed": 0, "salt": None, "tokenizer": None, **options}, SYNTHETIC_DEFAULTS, reduced)
-    resolved["tokenizer"] = resolved["tokenizer"] or model_dir
-    return make_synthetic(**resolved)
+    options = config.model_dump()
+    options["tokenizer"] = config.tokenizer or model_dir
+    return make_synthetic(**options)
 
 
-def gsm8k(options: dict[str, Any], reduced: bool, model_dir: Path | None) -> Factory:
+def _gsm8k(config: GSM8KConfig, model_dir: Path | None) -> Factory:
     from workloads.gsm8k import GSM8KWorkload
 
-    workload = GSM8KWorkload(**_resolve(options, GSM8K_DEFAULTS, reduced))
+    workload = GSM8KWorkload(**config.model_dump())
     return lambda snapshot: workload
 
 
-BUILDERS = {"synthetic": synthetic, "gsm8k": gsm8k}
+WORKLOADS = {
+    "synthetic": WorkloadEntry(SyntheticConfig, _synthetic),
+    "gsm8k": WorkloadEntry(GSM8KConfig, _gsm8k, scorer="workloads.gsm8k_scoring"),
+}
 
 
-def build(name: str, options: dict[str, Any], reduced: bool, model_dir: Path | None) -> Factory:
-    """The workload factory called `name`; unknown names are a one-line error."""
-    from harness.errors import SparkbenchError
+def entry(name: str) -> WorkloadEntry:
+    """The registered workload called `name`; unknown names are a one-line error."""
+    if name not in WORKLOADS:
+        raise SparkbenchError(f"unknown workload {name!r}; choose one of {', '.join(WORKLOADS)}")
+    return WORKLOADS[name]
 
-    if name not in BUILDERS:
-        raise SparkbenchError(f"unknown workload {name!r}; choose one of {', '.join(BUILDERS)}")
-    return BUILDERS[name](options, reduced, model_dir)
+
+def config_of(name: str, options: dict[str, Any]) -> WorkloadConfig:
+    """The workload's config validated from `options` (None values: not given)."""
+    given = {key: value for key, value in options.items() if value is not None}
+    return validated(entry(name).config, given, f"{name} options")
+
+
+def plan(name: str, config: WorkloadConfig, reduced: bool, model_dir: Path | None) -> Plan:
+    """The plan of workload `name`: its config at the target's scale, and its factory."""
+    resolved = config.at_scale(reduced)
+    return Plan(resolved, entry(name).factory(resolved, model_dir))
+
+
+def build(name: str, options: dict[str, Any], reduced: bool, model_dir: Path | None) -> Plan:
+    """`plan` of the options validated by the workload's config."""
+    return plan(name, config_of(name, options), reduced, model_dir)

@@ -15,11 +15,30 @@ from pathlib import Path
 
 import numpy as np
 
+from pydantic import Field
+
+from harness.config import PathText
 from harness.spec import Prompt, SamplingParams
+from workloads import WorkloadConfig
 from workloads.vocab import Vocabulary, load_vocabulary
 
 PUBLISHED_INPUT_TOKENS = 32_768
 PUBLISHED_OUTPUT_TOKENS = 2_048
+
+
+class SyntheticConfig(WorkloadConfig):
+    """Options of the synthetic workload (None: the default at the target's scale)."""
+
+    published = {"num_prompts": 10, "input_tokens": PUBLISHED_INPUT_TOKENS, "output_tokens": PUBLISHED_OUTPUT_TOKENS}
+    reduced = {"num_prompts": 8, "input_tokens": 8_192, "output_tokens": 512}
+
+    num_prompts: int | None = Field(None, ge=1, description="Measured requests.")
+    input_tokens: int | None = Field(None, ge=2, description="Prompt length in tokens.")
+    output_tokens: int | None = Field(None, ge=1, description="Generated tokens per request.")
+    seed: int = Field(0, description="Seed of the prompt bodies.")
+    salt: int | None = Field(None, description="Seed of the distinct first tokens (default: fresh per run, recorded).")
+    tokenizer: PathText | None = Field(None, description="Local tokenizer folder of the served model "
+                                                         "(default: the server's).")
 
 
 @dataclass

@@ -9,76 +9,22 @@ tails, so P95 latency is gated too. GSM8K accuracy regresses on McNemar's exact 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
-import yaml
 
 from harness.errors import SparkbenchError
 from harness.metrics.catalogue import ACCURACY as ACCURACY_KIND
-from harness.metrics.catalogue import default_thresholds, gated
+from harness.metrics.catalogue import gated
+from harness.nightly.config import NightlyConfig
 
 # From the metric catalogue: (metric, stat, +1 when higher is better / -1 when lower is better) of
 # the metrics gated on their interval, and the accuracy gated on McNemar's test.
 GATED = [(m.name, m.gate_stat, m.direction) for m in gated() if m.kind != ACCURACY_KIND]
 ACCURACY = next((m.name, m.gate_stat) for m in gated() if m.kind == ACCURACY_KIND)
-DEFAULT_THRESHOLDS = default_thresholds()
-DEFAULT_WORKLOADS = [{"name": "synthetic", "options": {"num_prompts": 8, "input_tokens": 1024, "output_tokens": 128}},
-                     {"name": "gsm8k", "options": {"limit": 20, "max_new_tokens": 64}}]
 VERDICT_COLUMNS = ["workload", "metric", "stat", "baseline_value", "value", "change", "ci95_low", "ci95_high",
                    "threshold", "p_value", "verdict"]
-
-
-@dataclass
-class NightlyConfig:
-    """What a night runs and against what. Relative paths are relative to the working directory."""
-
-    state_dir: Path
-    server: str | None = None
-    profile: str | None = None
-    model: Path | None = None
-    backend: str = "auto"
-    workloads: list[dict[str, Any]] = field(default_factory=lambda: list(DEFAULT_WORKLOADS))
-    thresholds: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
-    warmup: int = 1
-    alpha: float = 0.05
-
-    @property
-    def runs_dir(self) -> Path:
-        return self.state_dir / "runs"
-
-    @property
-    def baseline_file(self) -> Path:
-        return self.state_dir / "baseline.json"
-
-    @property
-    def history_file(self) -> Path:
-        return self.state_dir / "history.csv"
-
-
-def load_config(path: Path, **overrides: Any) -> NightlyConfig:
-    """Read a nightly YAML config; command-line overrides (not None) win."""
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except FileNotFoundError as exc:
-        raise SparkbenchError(f"nightly config {path} does not exist") from exc
-    except yaml.YAMLError as exc:
-        raise SparkbenchError(f"nightly config {path} is not valid YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise SparkbenchError(f"nightly config {path} must be a mapping")
-    data.update({key: value for key, value in overrides.items() if value is not None})
-    known = set(NightlyConfig.__dataclass_fields__)
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise SparkbenchError(f"nightly config {path}: unknown keys {', '.join(unknown)}")
-    data["state_dir"] = Path(data.get("state_dir", "results/nightly"))
-    if data.get("model"):
-        data["model"] = Path(data["model"])
-    thresholds = {**DEFAULT_THRESHOLDS, **data.get("thresholds", {})}
-    return NightlyConfig(**{**data, "thresholds": thresholds})
 
 
 def pinned_baseline(config: NightlyConfig) -> dict[str, str]:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import SparkbenchError
-from harness.nightly.gate import (NightlyConfig, append_history, night_id, pin_baseline, pinned_baseline,
-                             verdicts)
+from harness.nightly.config import NightlyConfig
+from harness.nightly.gate import append_history, night_id, pin_baseline, pinned_baseline, verdicts
 
 PASS, REGRESSION, COULD_NOT_RUN = 0, 1, 2
 
@@ -24,9 +24,9 @@ def run_workloads(config: NightlyConfig) -> dict[str, Path]:
     with target_server(config.server, config.profile, config.model) as target:
         backend = backend_for(target, config.backend)
         for spec in config.workloads:
-            make = build(spec["name"], spec.get("options", {}), target.reduced, target.model_dir)
+            chosen = build(spec.name, spec.options, target.reduced, target.model_dir)
             options = RunOptions(base_url=target.base_url, warmup=config.warmup, show_progress=False)
-            runs[spec["name"]] = run_workload(target, backend, make, options, config.runs_dir).path
+            runs[spec.name] = run_workload(target, backend, chosen, options, config.runs_dir).path
     return runs
 
 

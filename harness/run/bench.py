@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from harness.records.requests import load_requests
 from harness.records.rundir import SCALE_LABEL, RunDir, new_run_id
 from harness.run.embedded import DEFAULT_PROFILE, EmbeddedServer, embedded_server
 from harness.run.runner import RunAborted, RunOptions, execute, snapshot_server
-from workloads import Workload
+from workloads import Plan
 
 @dataclass(frozen=True)
 class Target:
@@ -89,7 +89,7 @@ def _detected_engine(base_url: str, api: str) -> str | None:
 def run_workload(
     target: Target,
     backend: Backend,
-    make_workload: Callable[[dict[str, Any]], Workload],
+    plan: Plan,
     options: RunOptions,
     results_root: Path,
     guard: bool = True,
@@ -102,30 +102,42 @@ def run_workload(
     and one that began with the same token would serve that token from its cache.
     """
     snapshot = snapshot_server(backend, target.base_url)
-    profile = target.profile
-    guard_record: dict[str, Any] | None = None
-    if profile is not None:
-        guard_record = ({"skipped": "--no-guard"} if not guard else
-                        startup_guard(profile, backend, target.base_url, snapshot, target.model_dir).to_dict())
-    workload = make_workload(snapshot)
+    guard_record = _startup_guard(target, backend, snapshot, guard)
+    workload = plan.make(snapshot)
     spec = workload.spec()
-    manifest = {
-        "workload": spec, "sampling": spec.get("sampling"), "server_url": target.base_url,
-        "engine": backend.engine, "api": backend.name, "scale": target.scale, "server": snapshot,
-        "profile": profile.to_dict() if profile else None, "guard": guard_record,
-        "launched_server": None if target.embedded is None else {
-            "profile": target.embedded.profile, "model_dir": str(target.embedded.model_dir)},
-        "options": {"warmup": options.warmup, "concurrency": options.concurrency,
-                    "request_timeout_s": options.request_timeout_s},
-    }
-    options = replace(options, flush_prefix_cache=bool(spec.get("requires_uncached_prompts")) and not keep_prefix_cache)
+    manifest = run_manifest(target, backend, snapshot, spec, plan, options) | {"guard": guard_record}
+    uncached = bool(spec.get("requires_uncached_prompts")) and not keep_prefix_cache
+    options = options.model_copy(update={"flush_prefix_cache": uncached})
     run = RunDir.create(results_root, new_run_id(workload.name), manifest)
     try:
         execute(backend, options, workload, run)
     finally:
         requests = _after_run(run, target)
-    _post_run_guard(run, requests, guard=guard and profile is not None)
+    _post_run_guard(run, requests, guard=guard and target.profile is not None)
     return run
+
+
+def _startup_guard(target: Target, backend: Backend, snapshot: dict[str, Any], guard: bool) -> dict | None:
+    """The guard's record for the manifest: None without a profile; raises GuardFailed on a mismatch."""
+    if target.profile is None:
+        return None
+    if not guard:
+        return {"skipped": "--no-guard"}
+    return startup_guard(target.profile, backend, target.base_url, snapshot, target.model_dir).to_dict()
+
+
+def run_manifest(target: Target, backend: Backend, snapshot: dict[str, Any], spec: dict[str, Any], plan: Plan,
+                 options: RunOptions) -> dict[str, Any]:
+    """What the run directory records before the first request: workload (spec and resolved config),
+    server, engine and API, scale, profile and run options."""
+    return {
+        "workload": spec, "workload_config": plan.config.model_dump(mode="json"), "sampling": spec.get("sampling"),
+        "server_url": target.base_url, "engine": backend.engine, "api": backend.name, "scale": target.scale,
+        "server": snapshot, "profile": target.profile.to_dict() if target.profile else None,
+        "launched_server": None if target.embedded is None else {
+            "profile": target.embedded.profile, "model_dir": str(target.embedded.model_dir)},
+        "options": options.model_dump(mode="json", include={"warmup", "concurrency", "request_timeout_s"}),
+    }
 
 
 def _after_run(run: RunDir, target: Target) -> pd.DataFrame:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from pydantic import Field
 from tqdm import tqdm
 
+from harness.config import StrictModel
 from harness.engines.base import Backend, MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult
 from harness.errors import SparkbenchError
 from harness.power.sampler import DEFAULT_INTERVAL_S, power_sampling
@@ -24,15 +25,17 @@ from harness.spec import Prompt
 from workloads import Workload
 
 
-@dataclass(frozen=True)
-class RunOptions:
+class RunOptions(StrictModel):
+    """How a run drives the server (the manifest records warm-up, concurrency and timeout)."""
+
     base_url: str
-    warmup: int = 1
-    concurrency: int = 1
-    request_timeout_s: float = 900.0
+    warmup: int = Field(1, ge=0, description="Warm-up requests before measuring (not recorded).")
+    concurrency: int = Field(1, ge=1, description="Requests in flight at once (1 = batch 1, as published).")
+    request_timeout_s: float = Field(900.0, ge=1.0, description="Seconds a request may go without any data.")
     show_progress: bool = True
     flush_prefix_cache: bool = False  # before measuring: for prompts whose prefill must be measured in full
-    power_interval_s: float = DEFAULT_INTERVAL_S  # device power sampling during the measured requests; 0 = off
+    power_interval_s: float = Field(DEFAULT_INTERVAL_S, ge=0.0,
+                                    description="Device power sampling during the measured requests; 0 = off.")
 
 
 class RunAborted(SparkbenchError):

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from harness.errors import SparkbenchError
-from harness.nightly.gate import DEFAULT_THRESHOLDS, NightlyConfig, append_history, load_config, verdicts
+from harness.nightly.config import DEFAULT_THRESHOLDS, NightlyConfig, load_config
+from harness.nightly.gate import append_history, verdicts
 
 
 def _row(metric, stat, change, low, high, value=1.0, baseline=1.0, p=math.nan, run="cand"):

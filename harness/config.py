@@ -1,0 +1,67 @@
+"""Typed configuration: strict pydantic models, and bad input as one line per error.
+
+Every configuration the harness reads (workload options, run options, the nightly config) is a
+`StrictModel`: unknown keys are refused, values are not coerced between types (a YAML `"8"` is not
+the number 8), and `validated` turns every problem into one line `where: field: what is wrong`,
+raised as a SparkbenchError (exit 2) before anything runs. The resolved model is what the run
+manifest records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import annotated_types
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.errors import SparkbenchError
+
+# A path written as text in YAML or on the command line: the one type strict mode lets be coerced.
+PathText = Annotated[Path, Field(strict=False)]
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+class StrictModel(BaseModel):
+    """No unknown keys, no type coercion, frozen once validated."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+def error_lines(error: ValidationError, where: str) -> list[str]:
+    """One line per problem; unknown keys at the same place are named together."""
+    lines, unknown = [], {}
+    for problem in error.errors():
+        path = ".".join(str(part) for part in problem["loc"])
+        if problem["type"] == "extra_forbidden":
+            parent, _, key = path.rpartition(".")
+            unknown.setdefault(parent, []).append(key)
+            continue
+        lines.append(f"{where}: {path or 'value'}: {problem['msg']}")
+    for parent, keys in unknown.items():
+        lines.append(f"{where}{': ' + parent if parent else ''}: unknown keys {', '.join(keys)}")
+    return lines
+
+
+def validated(model: type[Model], data: Any, where: str) -> Model:
+    """`model` validated from `data` (a mapping); a SparkbenchError with one line per problem."""
+    if not isinstance(data, Mapping):
+        raise SparkbenchError(f"{where}: expected a mapping, got {type(data).__name__}")
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as exc:
+        raise SparkbenchError("\n".join(error_lines(exc, where))) from None
+
+
+def bounds(model: type[BaseModel], field: str) -> dict[str, float]:
+    """A field's `ge` / `le` constraints as typer's `min` / `max`, so the command line checks what the
+    model checks, with the same numbers."""
+    found: dict[str, float] = {}
+    for rule in model.model_fields[field].metadata:
+        if isinstance(rule, annotated_types.Ge):
+            found["min"] = rule.ge
+        elif isinstance(rule, annotated_types.Le):
+            found["max"] = rule.le
+    return found
