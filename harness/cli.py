@@ -42,6 +42,10 @@ ResultsOpt = Annotated[Path, typer.Option(help="Folder that receives results/<ru
 TimeoutOpt = Annotated[float, typer.Option(help=RunOptions.model_fields["request_timeout_s"].description,
                                            **bounds(RunOptions, "request_timeout_s"))]
 ProgressOpt = Annotated[bool, typer.Option(help="Show the progress bar.")]
+ModelConfigOpt = Annotated[Optional[Path], typer.Option(
+    help="The served model's config.json for the decode roofline (default: from the run's model folder).")]
+PeakOpt = Annotated[Optional[float], typer.Option(
+    min=0.0, help="Peak memory bandwidth of the device, GB/s (default: the known device NVML named).")]
 PowerOpt = Annotated[int, typer.Option(min=0, help="Sample device power (NVML GPUs, RAPL CPU packages) every N ms "
                                                   "during the measured requests; 0 = off.")]
 
@@ -154,11 +158,16 @@ def run_gsm8k(
 
 
 @app.command("summarize")
-def summarize(run_dir: Annotated[Path, typer.Argument(help="A run directory under results/.")]) -> None:
-    """Print the run's summary table (metric, stat, value, unit)."""
+def summarize(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory under results/.")],
+    model_config: ModelConfigOpt = None,
+    peak_gbps: PeakOpt = None,
+) -> None:
+    """Print the run's summary table (metric, stat, value, unit) and its decode roofline."""
+    from harness.analysis.roofline import RooflineInputs
     from harness.analysis.tables import print_run_summary
 
-    print_run_summary(run_dir, full=True)
+    print_run_summary(run_dir, full=True, inputs=RooflineInputs(model_config, peak_gbps))
 
 
 RunsArg = Annotated[Optional[list[Path]], typer.Argument(help="Run directories (default: the latest under --results).")]
@@ -201,11 +210,15 @@ def report(
     baseline: Annotated[Optional[str], typer.Option(help="Baseline run directory or run_id (default: the first run).")] = None,
     results: ResultsOpt = Path("results"),
     latest: LatestOpt = 2,
+    model_config: ModelConfigOpt = None,
+    peak_gbps: PeakOpt = None,
 ) -> None:
     """One self-contained HTML report (and Markdown) with the tables and plots of the runs."""
+    from harness.analysis.roofline import RooflineInputs
     from harness.report.report import build_report
 
-    html, md = build_report(_runs_or_latest(runs, results, latest), out, baseline=baseline)
+    html, md = build_report(_runs_or_latest(runs, results, latest), out, baseline=baseline,
+                            inputs=RooflineInputs(model_config, peak_gbps))
     print(f"report: {html}\nmarkdown: {md}")
 
 

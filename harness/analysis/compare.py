@@ -26,6 +26,7 @@ import pandas as pd
 
 from harness.analysis.stats import (accuracy_change, bootstrap_change, bootstrap_ratio_of_sums_change,
                            bootstrap_relative_change, discordant_counts, mcnemar_exact)
+from harness.analysis.roofline import RooflineInputs
 from harness.analysis.tables import run_summary, scored_questions
 from harness.errors import SparkbenchError
 from harness.metrics import derive_requests, length_match_weights, length_matched_throughput
@@ -67,11 +68,12 @@ class LoadedRun:
         return self.manifest["workload"]["name"]
 
 
-def load_run(run_dir: Path | str) -> LoadedRun:
+def load_run(run_dir: Path | str, inputs: RooflineInputs = RooflineInputs()) -> LoadedRun:
+    """A run directory read once; `inputs` complete its decode roofline (model config, ceiling)."""
     run_dir = Path(run_dir)
     manifest, requests = load_manifest(run_dir), load_requests(run_dir)
     gsm8k = manifest["workload"]["name"] == "gsm8k" and not requests.empty
-    return LoadedRun(run_dir, manifest, derive_requests(requests), run_summary(run_dir),
+    return LoadedRun(run_dir, manifest, derive_requests(requests), run_summary(run_dir, inputs),
                      scored_questions(requests) if gsm8k else None)
 
 

@@ -6,11 +6,14 @@ up as a gain that no longer matches the publication (tests/unit/test_reference.p
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
+from harness.metrics.model_bytes import WeightDtypes
+from harness.metrics.roofline import Roofline, ceiling, decode_roofline
 from harness.metrics.schema import SUMMARY_COLUMNS
 from harness.records.rundir import REPO_ROOT
 
@@ -23,6 +26,13 @@ LADDER = [
     ("published-all-three", "+ MTP (NEXTN)\nspeculation"),
 ]
 THROUGHPUT = ("decode_throughput_aggregate", "value")
+LING_FACTS = REFERENCE_CSV.parent / "ling-3.0-flash-facts.json"
+# Weights each non-speculative step reads: the W4A8 checkpoint's MXFP4 weights, and the LM head the
+# checkpoint keeps in BF16 (computed in FP32 in the first two steps), then FP8 online.
+LADDER_DTYPES = {"published-baseline": WeightDtypes("mxfp4", "bf16"),
+                 "published-humming": WeightDtypes("mxfp4", "bf16"),
+                 "published-humming-fp8head": WeightDtypes("mxfp4", "fp8")}
+SYNTHETIC_CONTEXT = 32768 + 2048 / 2  # mean context of a decode step: 32K prompt, 2K output
 
 
 def load_reference(path: Path = REFERENCE_CSV) -> pd.DataFrame:
@@ -46,6 +56,27 @@ def ladder(reference: pd.DataFrame | None = None) -> list[tuple[str, str, float]
     """(run_id, step label, synthetic decode throughput in tok/s) for each step of the ladder."""
     reference = load_reference() if reference is None else reference
     return [(run_id, label, published(reference, run_id, "synthetic", *THROUGHPUT)) for run_id, label in LADDER]
+
+
+def ladder_step_ms(reference: pd.DataFrame, run_id: str) -> float:
+    """Synthetic decode step of a ladder step, ms: its published TPOT, else `1000 / throughput`."""
+    try:
+        return published(reference, run_id, "synthetic", "tpot_ms", "mean")
+    except KeyError:
+        return 1000 / published(reference, run_id, "synthetic", *THROUGHPUT)
+
+
+def ladder_rooflines(reference: pd.DataFrame | None = None) -> list[tuple[str, str, Roofline]]:
+    """(run_id, step label, roofline) of each non-speculative ladder step on one DGX Spark, from the
+    model facts the sources state (LING_FACTS) and LADDER_DTYPES. The MTP step is left out: how many
+    distinct experts its 4-position verification reads is not published."""
+    reference = load_reference() if reference is None else reference
+    facts = json.loads(LING_FACTS.read_text(encoding="utf-8"))
+    fp32_note = "baseline and Humming compute the head in FP32: counted as one BF16 read of its weights"
+    return [(run_id, label, decode_roofline(facts, LADDER_DTYPES[run_id], ladder_step_ms(reference, run_id),
+                                            SYNTHETIC_CONTEXT, "bf16", ceiling("GB10"),
+                                            [fp32_note] if LADDER_DTYPES[run_id].lm_head == "bf16" else []))
+            for run_id, label in LADDER if run_id in LADDER_DTYPES]
 
 
 def published_gains(reference: pd.DataFrame | None = None) -> dict[str, float]:

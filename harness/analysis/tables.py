@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.roofline import RooflineInputs, roofline_values, run_roofline
 from harness.metrics import SUMMARY_COLUMNS, summarize
 from harness.metrics.catalogue import CATALOGUE, headline_stats
 from harness.metrics.energy import energy_units, run_energy
 from harness.metrics.integrity import FLAGS, integrity_warning
+from harness.metrics.roofline import ROOFLINE_UNITS, Roofline
+from harness.metrics.values import floats
 from harness.power.sampler import load_power_samples
 from harness.records.requests import load_requests
 from harness.records.rundir import load_manifest
@@ -36,7 +39,7 @@ def with_correctness(requests: pd.DataFrame, scored: pd.DataFrame) -> pd.DataFra
     return requests.merge(flags, on="prompt_id", how="left")
 
 
-def run_tables(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+def run_tables(run_dir: Path, inputs: RooflineInputs = RooflineInputs()) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """The long summary of one run and, for GSM8K, its per-question table, from the stored records.
 
     For GSM8K the accuracy rows (strict and flexible, Wilson intervals) join the speed rows, and
@@ -51,13 +54,31 @@ def run_tables(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
         requests = with_correctness(requests, scored)
         parts.append(accuracy_summary(scored))
         questions = scored.merge(requests[["prompt_id", "prompt_text", "output_text"]], on="prompt_id")
+    speed = summarize(requests, run_id, workload)
+    parts.append(roofline_rows(roofline_of(manifest, requests, speed, inputs)[0]))
     labelled = [part.assign(run_id=run_id, workload=workload)[list(SUMMARY_COLUMNS)] for part in parts]
-    return pd.concat([summarize(requests, run_id, workload), *labelled], ignore_index=True), questions
+    return pd.concat([speed, *labelled], ignore_index=True), questions
 
 
-def run_summary(run_dir: Path) -> pd.DataFrame:
+def run_summary(run_dir: Path, inputs: RooflineInputs = RooflineInputs()) -> pd.DataFrame:
     """The long summary of one run (see run_tables)."""
-    return run_tables(run_dir)[0]
+    return run_tables(run_dir, inputs)[0]
+
+
+def roofline_of(manifest: dict, requests: pd.DataFrame, summary: pd.DataFrame,
+                inputs: RooflineInputs) -> tuple[Roofline | None, str]:
+    """The run's decode roofline (harness.analysis.roofline) at its mean decode context,
+    `mean(prompt_tokens + completion_tokens / 2)` tokens, or None and why not."""
+    values = summary[summary["stat"] == "value"].set_index("metric")["value"]
+    context = (floats(requests["prompt_tokens"]) + floats(requests["completion_tokens"]) / 2).mean()
+    return run_roofline(manifest, values.to_dict(), float(context), inputs)
+
+
+def roofline_rows(roofline: Roofline | None) -> pd.DataFrame:
+    """ROOFLINE_UNITS rows; NaN when the run has no roofline."""
+    return pd.DataFrame([(metric, "value", value, ROOFLINE_UNITS[metric])
+                         for metric, value in roofline_values(roofline).items()],
+                        columns=["metric", "stat", "value", "unit"])
 
 
 def counter_rows(manifest: dict) -> pd.DataFrame:
@@ -110,10 +131,10 @@ def headline(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("metric")
 
 
-def print_run_summary(run_dir: Path, full: bool = False) -> None:
+def print_run_summary(run_dir: Path, full: bool = False, inputs: RooflineInputs = RooflineInputs()) -> None:
     run_dir = Path(run_dir)
     manifest = load_manifest(run_dir)
-    summary, questions = run_tables(run_dir)
+    summary, questions = run_tables(run_dir, inputs)
     summary.to_csv(run_dir / SUMMARY_NAME, index=False)
     if questions is not None:
         questions.to_parquet(run_dir / QUESTIONS_NAME, index=False)
@@ -124,6 +145,8 @@ def print_run_summary(run_dir: Path, full: bool = False) -> None:
         print(warning)
     print(f"scale: {manifest.get('scale')}")
     print(f"energy: {power_note(manifest)}")
+    roofline, why = roofline_of(manifest, load_requests(run_dir), summary, inputs)
+    print("\n".join(["roofline (config: " + why + ")", *roofline.lines()]) if roofline else f"roofline: not computed ({why})")
     with pd.option_context("display.width", 160, "display.max_rows", 500, "display.float_format", "{:.3f}".format):
         print(summary.to_string(index=False) if full else headline(summary).to_string(na_rep=""))
     print(f"records: {run_dir}")

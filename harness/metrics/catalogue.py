@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.metrics.energy import DOMAINS, ENERGY_UNITS
+from harness.metrics.roofline import ROOFLINE_UNITS
 
 HIGHER, LOWER, NEITHER = +1, -1, 0  # direction: which way is better
 # Kinds: how the summary computes the metric.
@@ -21,6 +22,7 @@ CORRECTNESS = "correctness"  # one value, when the table has a boolean `correct`
 COUNTER = "counter"  # one value from the server's own counters over the measured requests
 ENERGY = "energy"  # one value from the power samples recorded beside the requests
 ACCURACY = "accuracy"  # a scored workload's proportion: mean, 95% interval and n
+ROOFLINE = "roofline"  # one value from the model's config, the served dtypes and the measured step
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,14 @@ ENERGY_VALUES = tuple(
            headline=("value",) if suffix in ENERGY_HEADLINE else ())
     for domain in DOMAINS for suffix, unit in ENERGY_UNITS.items())
 
+ROOFLINE_DIRECTION = {"roofline_step_ms": LOWER, "roofline_achieved_gbps": HIGHER, "roofline_fraction_of_peak": HIGHER}
+ROOFLINE_HEADLINE = ("roofline_bytes_per_step", "roofline_achieved_gbps", "roofline_fraction_of_peak")
+ROOFLINE_VALUES = tuple(
+    Metric(name, unit, ROOFLINE, ROOFLINE_DIRECTION.get(name, NEITHER),
+           f"decode roofline: {name.removeprefix('roofline_').replace('_', ' ')}",
+           headline=("value",) if name in ROOFLINE_HEADLINE else ())
+    for name, unit in ROOFLINE_UNITS.items())
+
 ACCURACY_VALUES = (
     Metric("gsm8k_accuracy_strict", "fraction", ACCURACY, HIGHER, "GSM8K accuracy, strict match",
            headline=INTERVAL, gate=0.05, gate_stat="mean"),
@@ -123,7 +133,8 @@ ACCURACY_VALUES = (
 )
 
 CATALOGUE: dict[str, Metric] = {m.name: m for m in (*DISTRIBUTIONS, *RUN_VALUES, *CORRECTNESS_VALUES,
-                                                     *COUNTER_VALUES, *ENERGY_VALUES, *ACCURACY_VALUES)}
+                                                     *COUNTER_VALUES, *ENERGY_VALUES, *ROOFLINE_VALUES,
+                                                     *ACCURACY_VALUES)}
 
 
 def units(kind: str) -> dict[str, str]:

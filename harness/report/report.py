@@ -22,9 +22,12 @@ import pandas as pd
 
 from harness.analysis.compare import LoadedRun, compare_loaded, load_run, run_label
 from harness.analysis.reference import reference_table
-from harness.analysis.tables import headline, stream_warning
+from harness.analysis.roofline import RooflineInputs
+from harness.analysis.tables import headline, power_note, roofline_of, stream_warning
+from harness.metrics.roofline import Roofline
 from harness.records.rundir import engine_and_api
 from harness.report.plots import plot_all
+from harness.report.roofline_plots import plot_published_roofline, plot_run_roofline
 
 SAMPLE_OUTPUTS = 3  # model outputs shown per run
 SAMPLE_CHARS = 400
@@ -35,6 +38,8 @@ CAPTIONS = {
     "accept_length": "Accept length per request (speculative decoding)",
     "output_length": "Output length distribution per run",
     "published_ladder": "Published ablation ladder (synthetic, DGX Spark)",
+    "published_roofline": "Decode roofline of the published ladder: achieved GB/s against DGX Spark's 273 GB/s (derived)",
+    "run_roofline": "Decode roofline per run: achieved GB/s against the device ceiling",
 }
 STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:auto;padding:1em}"
          "table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:0.85em}"
@@ -105,6 +110,14 @@ def sample_outputs(run: LoadedRun) -> pd.DataFrame:
     })
 
 
+def roofline_energy_lines(run: LoadedRun, roofline: tuple[Roofline | None, str]) -> str:
+    """How the run's energy was measured, and its decode roofline with every assumption."""
+    found, why = roofline
+    lines = [f"energy: {power_note(run.manifest)}"]
+    lines += [f"roofline (config: {why})", *found.lines()] if found else [f"roofline: not computed ({why})"]
+    return "\n".join(lines)
+
+
 def reference_view(runs: Sequence[LoadedRun]) -> pd.DataFrame:
     """Published figures beside the runs (`reference_table`), 6 significant digits."""
     return as_text(reference_table([r.summary for r in runs]).reset_index(), "{:.6g}")
@@ -127,7 +140,8 @@ def _facts_frame(run: LoadedRun) -> pd.DataFrame:
     return pd.DataFrame(list(manifest_facts(run).items()), columns=["fact", "value"])
 
 
-def render_html(runs: Sequence[LoadedRun], comparison: pd.DataFrame, figures: Sequence[Path]) -> str:
+def render_html(runs: Sequence[LoadedRun], comparison: pd.DataFrame, figures: Sequence[Path],
+                rooflines: Sequence[tuple[Roofline | None, str]]) -> str:
     generated = datetime.now(UTC).isoformat(timespec="seconds")
     baseline = html.escape(str(comparison["baseline_run_id"].iloc[0]))
     parts = [f"<h1>sparkbench report: {len(runs)} run(s)</h1>",
@@ -141,8 +155,9 @@ def render_html(runs: Sequence[LoadedRun], comparison: pd.DataFrame, figures: Se
               html_table(comparison_view(comparison)),
               "<h2>Published figures beside the runs</h2>", html_table(reference_view(runs))]
     parts.append("<h2>Headline summary per run</h2>")
-    for run in runs:
-        parts += [f"<h3>{html.escape(run_label(run))}</h3>", html_table(headline_view(run))]
+    for run, roofline in zip(runs, rooflines):
+        parts += [f"<h3>{html.escape(run_label(run))}</h3>", html_table(headline_view(run)),
+                  f"<pre>{html.escape(roofline_energy_lines(run, roofline))}</pre>"]
     parts.append("<h2>Figures</h2>")
     for png in (p for p in figures if p.suffix == ".png"):
         data = base64.b64encode(png.read_bytes()).decode("ascii")
@@ -174,7 +189,7 @@ def md_table(frame: pd.DataFrame) -> str:
 
 
 def render_markdown(runs: Sequence[LoadedRun], comparison: pd.DataFrame, figures: Sequence[Path],
-                    out_dir: Path) -> str:
+                    out_dir: Path, rooflines: Sequence[tuple[Roofline | None, str]]) -> str:
     parts = [f"# sparkbench report: {len(runs)} run(s)",
              f"Baseline: {md_text(comparison['baseline_run_id'].iloc[0])}.", "## Runs"]
     for run in runs:
@@ -182,8 +197,9 @@ def render_markdown(runs: Sequence[LoadedRun], comparison: pd.DataFrame, figures
                   md_table(_facts_frame(run))]
     parts += ["## Comparison against the baseline", md_text(LEGEND), md_table(comparison_view(comparison)),
               "## Published figures beside the runs", md_table(reference_view(runs)), "## Headline summary per run"]
-    for run in runs:
-        parts += [f"### {md_text(run_label(run))}", md_table(headline_view(run))]
+    for run, roofline in zip(runs, rooflines):
+        parts += [f"### {md_text(run_label(run))}", md_table(headline_view(run)),
+                  "```\n" + roofline_energy_lines(run, roofline) + "\n```"]
     parts.append("## Figures")
     for png in (p for p in figures if p.suffix == ".png"):
         link = Path(os.path.relpath(png, out_dir)).as_posix()
@@ -201,19 +217,24 @@ def find_run_dirs(root: Path | str) -> list[Path]:
 
 
 def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str, baseline: Path | str | None = None,
-                 extra_images: Sequence[Path] = ()) -> tuple[Path, Path]:
+                 extra_images: Sequence[Path] = (), inputs: RooflineInputs = RooflineInputs()) -> tuple[Path, Path]:
     """Write report.html, report.md and plots/ into out_dir; return (html_path, md_path).
 
     `baseline` is a run directory or run_id (default: the first run). `extra_images`: figures made
-    elsewhere (PNG embedded, others ignored), shown after the run figures.
+    elsewhere (PNG embedded, others ignored), shown after the run figures. `inputs`: the model
+    config and ceiling for the runs' decode rooflines, where the runs do not name them.
     """
     out_dir = Path(out_dir)
-    runs = [load_run(Path(d)) for d in run_dirs]
+    runs = [load_run(Path(d), inputs) for d in run_dirs]
     if baseline is not None and Path(baseline).is_dir():
         baseline = load_run(Path(baseline)).run_id
     comparison = compare_loaded(runs, baseline)
-    figures = [*plot_all(runs, out_dir / "plots"), *map(Path, extra_images)]
+    rooflines = [roofline_of(run.manifest, run.derived, run.summary, inputs) for run in runs]
+    plots = out_dir / "plots"
+    figures = [*plot_all(runs, plots), *plot_published_roofline(plots),
+               *plot_run_roofline([run_label(r) for r in runs], [found for found, _ in rooflines], plots),
+               *map(Path, extra_images)]
     html_path, md_path = out_dir / "report.html", out_dir / "report.md"
-    html_path.write_text(render_html(runs, comparison, figures), encoding="utf-8")
-    md_path.write_text(render_markdown(runs, comparison, figures, out_dir), encoding="utf-8")
+    html_path.write_text(render_html(runs, comparison, figures, rooflines), encoding="utf-8")
+    md_path.write_text(render_markdown(runs, comparison, figures, out_dir, rooflines), encoding="utf-8")
     return html_path, md_path

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from harness.analysis.compare import compare_runs, format_comparison, load_run
+from harness.analysis.roofline import RooflineInputs
 from harness.records.rundir import SCALE_LABEL
 from harness.report.plots import plot_all
 from harness.report.report import build_report, find_run_dirs
@@ -146,12 +147,27 @@ def test_report_escapes_model_text_and_embeds_everything(two_runs, tmp_path):
     assert "<script" not in page.lower()
     assert "0.5.23&lt;b&gt;" in page  # server strings are escaped too
     sources = re.findall(r"src='([^']*)'", page)
-    assert len(sources) == 6 and all(s.startswith("data:image/png;base64,") for s in sources)
+    assert len(sources) == 7 and all(s.startswith("data:image/png;base64,") for s in sources)
     assert "REDUCED SCALE" in page and "+25.0%" in page
+    assert "energy: not measured" in page and "roofline: not computed (no config.json" in page
     markdown = md_path.read_text(encoding="utf-8")
     assert "<script" not in markdown.lower() and "&lt;script&gt;" in markdown
     links = re.findall(r"\]\((plots/[^)]+\.png)\)", markdown)
-    assert len(links) == 6 and all((md_path.parent / link).exists() for link in links)
+    assert len(links) == 7 and all((md_path.parent / link).exists() for link in links)
+
+
+def test_report_shows_each_runs_roofline_with_its_byte_count(two_runs, tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"num_hidden_layers": 2, "hidden_size": 128, "intermediate_size": 512,
+                                  "vocab_size": 1000, "num_attention_heads": 4, "num_key_value_heads": 2}))
+    html_path, md_path = build_report(list(two_runs), tmp_path / "report",
+                                      inputs=RooflineInputs(model_config=config, peak_gbps=100))
+    page = html_path.read_text(encoding="utf-8")
+    # The candidate speculates: a verify round is not a plain decode step, so it gets no roofline.
+    assert page.count("bytes one decode step reads at batch 1") == 1 and "of 100 GB/s peak" in page
+    assert "roofline: not computed (speculative run" in page
+    assert (tmp_path / "report" / "plots" / "run_roofline.png").exists()
+    assert "run_roofline.png" in md_path.read_text(encoding="utf-8")
 
 
 def test_find_run_dirs_lists_runs_in_start_order(two_runs):
@@ -162,7 +178,7 @@ def test_find_run_dirs_lists_runs_in_start_order(two_runs):
 def test_report_embeds_extra_images(two_runs, tmp_path):
     extra = plot_all([load_run(two_runs[0])], tmp_path / "elsewhere")[0]
     html_path, md_path = build_report(list(two_runs), tmp_path / "report", extra_images=[extra])
-    assert html_path.read_text(encoding="utf-8").count("data:image/png;base64,") == 7
+    assert html_path.read_text(encoding="utf-8").count("data:image/png;base64,") == 8
     assert "](../elsewhere/decode_throughput.png)" in md_path.read_text(encoding="utf-8")
 
 
