@@ -33,13 +33,17 @@ LADDER_DTYPES = {"published-baseline": WeightDtypes("mxfp4", "bf16"),
                  "published-humming": WeightDtypes("mxfp4", "bf16"),
                  "published-humming-fp8head": WeightDtypes("mxfp4", "fp8")}
 SYNTHETIC_CONTEXT = 32768 + 2048 / 2  # mean context of a decode step: 32K prompt, 2K output
+REFERENCE_COLUMNS = (*SUMMARY_COLUMNS, "provenance")
+QUOTED = "quoted"
+KEYS = ["workload", "metric", "stat", "unit"]
 
 
 def load_reference(path: Path = REFERENCE_CSV) -> pd.DataFrame:
-    """The published figures: columns SUMMARY_COLUMNS, one row per figure."""
+    """The published figures: columns REFERENCE_COLUMNS (the summary's, then `provenance`: "quoted",
+    or how the figure was derived or qualified), one row per figure."""
     table = pd.read_csv(path)
-    if list(table.columns) != list(SUMMARY_COLUMNS):
-        raise ValueError(f"{path}: columns {list(table.columns)}, expected {list(SUMMARY_COLUMNS)}")
+    if list(table.columns) != list(REFERENCE_COLUMNS):
+        raise ValueError(f"{path}: columns {list(table.columns)}, expected {list(REFERENCE_COLUMNS)}")
     return table
 
 
@@ -56,6 +60,14 @@ def ladder(reference: pd.DataFrame | None = None) -> list[tuple[str, str, float]
     """(run_id, step label, synthetic decode throughput in tok/s) for each step of the ladder."""
     reference = load_reference() if reference is None else reference
     return [(run_id, label, published(reference, run_id, "synthetic", *THROUGHPUT)) for run_id, label in LADDER]
+
+
+def ladder_provenance(reference: pd.DataFrame | None = None) -> dict[str, str]:
+    """Provenance of each ladder step's synthetic decode throughput, by run_id."""
+    reference = load_reference() if reference is None else reference
+    rows = reference[(reference["workload"] == "synthetic") & (reference["metric"] == THROUGHPUT[0])
+                     & (reference["stat"] == THROUGHPUT[1])]
+    return dict(zip(rows["run_id"], rows["provenance"]))
 
 
 def ladder_step_ms(reference: pd.DataFrame, run_id: str) -> float:
@@ -117,15 +129,37 @@ def reference_table(run_summaries: Sequence[pd.DataFrame], reference: pd.DataFra
     runs = pd.concat(list(run_summaries), ignore_index=True) if run_summaries else ref.iloc[:0]
     workloads = set(runs["workload"]) or set(ref["workload"])
     ref = ref[ref["workload"].isin(workloads)]
-    keys = ["workload", "metric", "stat", "unit"]
-    measured = runs.merge(ref[keys].drop_duplicates(), on=keys)
+    measured = runs.merge(ref[KEYS].drop_duplicates(), on=KEYS)
     both = pd.concat([ref, measured], ignore_index=True)
-    table = both.pivot_table(index=keys, columns="run_id", values="value", aggfunc="first", sort=False)
+    table = both.pivot_table(index=KEYS, columns="run_id", values="value", aggfunc="first", sort=False)
     order = list(dict.fromkeys(ref["run_id"])) + list(dict.fromkeys(measured["run_id"]))
     return table.reindex(columns=order)
 
 
-def format_reference_table(table: pd.DataFrame) -> str:
-    """reference_table as text for a terminal (6 significant digits, blanks where no figure)."""
+def not_quoted(reference: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The stored figures that the sources do not state as such, with their provenance."""
+    reference = load_reference() if reference is None else reference
+    return reference[reference["provenance"] != QUOTED]
+
+
+def reference_text(table: pd.DataFrame, reference: pd.DataFrame | None = None) -> pd.DataFrame:
+    """reference_table as strings (6 significant digits, blanks where no figure), each figure that
+    is not quoted marked ` *` (see `not_quoted`)."""
+    text = table.apply(lambda column: column.map(lambda v: "" if pd.isna(v) else f"{v:.6g}"))
+    for row in not_quoted(reference).itertuples(index=False):
+        key = tuple(getattr(row, k) for k in KEYS)
+        if key in text.index and row.run_id in text.columns:
+            text.loc[key, row.run_id] += " *"
+    return text
+
+
+def provenance_notes(reference: pd.DataFrame | None = None) -> list[str]:
+    """One line per figure marked `*`: which it is and how it was derived or qualified."""
+    return [f"* {r.run_id} {r.workload} {r.metric} {r.stat} = {r.value:g}: {r.provenance}"
+            for r in not_quoted(reference).itertuples(index=False)]
+
+
+def format_reference_table(table: pd.DataFrame, reference: pd.DataFrame | None = None) -> str:
+    """reference_table as text for a terminal (`reference_text`), then the provenance notes."""
     with pd.option_context("display.width", 200, "display.max_columns", 50):
-        return table.to_string(float_format=lambda v: f"{v:.6g}", na_rep="")
+        return "\n".join([reference_text(table, reference).to_string(), "", *provenance_notes(reference)])

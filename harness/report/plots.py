@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from harness.analysis.compare import LoadedRun, accept_parts, decode_parts, run_label
-from harness.analysis.reference import ladder, load_reference, published_gains
+from harness.analysis.reference import QUOTED, ladder, ladder_provenance, load_reference, published_gains
 from harness.analysis.stats import bootstrap_ratio_of_sums
 from harness.records.rundir import SCALE_LABEL
 
@@ -207,11 +207,15 @@ def plot_published_ladder(out_dir: Path) -> list[Path]:
     reference = load_reference()
     steps = ladder(reference)
     values = [v for _, _, v in steps]
+    notes = {run_id: note for run_id, note in ladder_provenance(reference).items() if note != QUOTED}
     fig = new_figure(10, 5.5)
     ax = fig.add_subplot()
-    ax.bar(range(len(steps)), values, color=["#7f7f7f", "#1f77b4", "#2ca02c", "#d62728"], width=0.6)
-    for i, value in enumerate(values):
-        ax.text(i, value + 1.5, f"{value:.2f} tok/s", ha="center", fontsize=10, fontweight="bold")
+    bars = ax.bar(range(len(steps)), values, color=["#7f7f7f", "#1f77b4", "#2ca02c", "#d62728"], width=0.6)
+    for i, (run_id, _, value) in enumerate(steps):
+        marked = run_id in notes
+        bars[i].set_hatch("//" if marked else "")
+        ax.text(i, value + 1.5, f"{value:.2f} tok/s" + (" *" if marked else ""), ha="center", fontsize=10,
+                fontweight="bold")
     for i in range(1, len(values)):
         gain = (values[i] / values[i - 1] - 1) * 100
         ax.text(i, values[i] - 3, f"+{gain:.1f}%\nover the\nstep before", ha="center", va="top",
@@ -223,8 +227,9 @@ def plot_published_ladder(out_dir: Path) -> list[Path]:
     ax.set_title("Published ablation ladder, Ling-3.0-flash on one DGX Spark: synthetic 32K in / 2K out, "
                  f"greedy, batch 1\n(all three vs baseline: +{total:.1f}%)", fontsize=11)
     ax.grid(axis="y", alpha=0.3)
-    fig.supxlabel("Published figures (NVIDIA Technical Blog, results/reference/), not measured by this harness",
-                  fontsize=8)
+    derived = "\n".join(f"* {note}" for note in notes.values())
+    fig.supxlabel("Published figures (NVIDIA Technical Blog, results/reference/), not measured by this harness; "
+                  f"hatched bars (*) are not stated as such:\n{derived}", fontsize=7)
     return save(fig, out_dir, "published_ladder")
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis.compare import LoadedRun, compare_loaded, load_run, run_label
-from harness.analysis.reference import reference_table
+from harness.analysis.reference import provenance_notes, reference_table, reference_text
 from harness.analysis.roofline import RooflineInputs
 from harness.analysis.tables import headline, power_note, roofline_of, stream_warning
 from harness.metrics.roofline import Roofline
@@ -119,8 +119,9 @@ def roofline_energy_lines(run: LoadedRun, roofline: tuple[Roofline | None, str])
 
 
 def reference_view(runs: Sequence[LoadedRun]) -> pd.DataFrame:
-    """Published figures beside the runs (`reference_table`), 6 significant digits."""
-    return as_text(reference_table([r.summary for r in runs]).reset_index(), "{:.6g}")
+    """Published figures beside the runs (`reference_table`), 6 significant digits, figures the
+    sources do not state as such marked `*` (`provenance_notes` says how each was derived)."""
+    return reference_text(reference_table([r.summary for r in runs])).reset_index()
 
 
 # --- HTML -------------------------------------------------------------------------------------
@@ -153,7 +154,8 @@ def render_html(runs: Sequence[LoadedRun], comparison: pd.DataFrame, figures: Se
                   html_table(_facts_frame(run), pre_columns=["value"])]
     parts += ["<h2>Comparison against the baseline</h2>", f"<p>{html.escape(LEGEND)}</p>",
               html_table(comparison_view(comparison)),
-              "<h2>Published figures beside the runs</h2>", html_table(reference_view(runs))]
+              "<h2>Published figures beside the runs</h2>", html_table(reference_view(runs)),
+              f"<pre>{html.escape(chr(10).join(provenance_notes()))}</pre>"]
     parts.append("<h2>Headline summary per run</h2>")
     for run, roofline in zip(runs, rooflines):
         parts += [f"<h3>{html.escape(run_label(run))}</h3>", html_table(headline_view(run)),
@@ -196,7 +198,8 @@ def render_markdown(runs: Sequence[LoadedRun], comparison: pd.DataFrame, figures
         parts += [f"### {md_text(run_label(run))}", *(f"**{md_text(w)}**" for w in [stream_warning(run.summary)] if w),
                   md_table(_facts_frame(run))]
     parts += ["## Comparison against the baseline", md_text(LEGEND), md_table(comparison_view(comparison)),
-              "## Published figures beside the runs", md_table(reference_view(runs)), "## Headline summary per run"]
+              "## Published figures beside the runs", md_table(reference_view(runs)),
+              "\n".join(f"- {md_text(note)}" for note in provenance_notes()), "## Headline summary per run"]
     for run, roofline in zip(runs, rooflines):
         parts += [f"### {md_text(run_label(run))}", md_table(headline_view(run)),
                   "```\n" + roofline_energy_lines(run, roofline) + "\n```"]

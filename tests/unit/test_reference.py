@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from harness.analysis.reference import REFERENCE_CSV, ladder, load_reference, published, published_gains, reference_table
+from harness.analysis.reference import (REFERENCE_CSV, format_reference_table, ladder, load_reference, not_quoted,
+                                       published, published_gains, reference_table)
 from harness.metrics.schema import SUMMARY_COLUMNS
 
 # (run_id, workload, metric, stat, value) of every published figure, in the harness's units.
@@ -32,9 +33,9 @@ FIGURES = [
 ]
 
 
-def test_reference_has_the_run_summary_schema():
+def test_reference_has_the_run_summary_schema_and_a_provenance():
     table = load_reference()
-    assert list(table.columns) == list(SUMMARY_COLUMNS)
+    assert list(table.columns) == [*SUMMARY_COLUMNS, "provenance"]
     assert not table.duplicated(["run_id", "workload", "metric", "stat"]).any()
     assert table["value"].notna().all()
     assert (REFERENCE_CSV.parent / "README.md").exists()
@@ -84,3 +85,22 @@ def test_reference_table_sets_runs_beside_the_published_rows():
     assert table.loc[("synthetic", "decode_throughput_aggregate", "value", "tok/s"), "run-a"] == 250.0
     assert table.loc[("synthetic", "decode_throughput_aggregate", "value", "tok/s"), "published-baseline"] == 36.09
     assert "itl_ms" not in table.index.get_level_values("metric")
+
+
+def test_figures_the_sources_do_not_state_are_marked_with_their_derivation():
+    marked = not_quoted().set_index(["run_id", "workload", "metric", "stat"])["provenance"]
+    assert marked[("published-humming", "synthetic", "decode_throughput_aggregate", "value")].startswith(
+        "derived: 1000 / 25.35 ms")
+    assert "about 2.26" in marked[("published-all-three", "both", "verify_cost_ratio", "value")]
+    assert marked[("published-all-three", "synthetic", "completion_tokens", "mean")].startswith("derived")
+    # The speedup of MTP over the step before, 102.88 / 43.94, is accept length over the ratio.
+    derived_ratio = published(load_reference(), "published-all-three", "synthetic", "verify_cost_ratio", "value")
+    assert derived_ratio == pytest.approx(3.90 / (102.88 / 43.94), abs=5e-4)
+    quoted = load_reference().set_index(["run_id", "workload", "metric", "stat"])["provenance"]
+    assert quoted[("published-baseline", "synthetic", "decode_throughput_aggregate", "value")] == "quoted"
+
+
+def test_printed_reference_marks_each_derived_figure_and_explains_it():
+    text = format_reference_table(reference_table([]))
+    assert "39.45 *" in text and "36.09 *" not in text
+    assert "* published-humming synthetic decode_throughput_aggregate value = 39.45: derived: 1000 / 25.35 ms" in text
