@@ -40,6 +40,22 @@ class StreamResult:
     cached_tokens: int | None = None
     finish_reason: str | None = None
     stream_mode: str = "unknown"  # cumulative | incremental | unknown (a single chunk proves neither)
+    # Set when the request failed: what went wrong (one of ERROR_KINDS) and the one-line reason.
+    # The times and tokens above are whatever arrived before the failure.
+    error_kind: str | None = None
+    error_message: str | None = None
+
+    def fail(self, error: RequestFailed, now: int) -> StreamResult:
+        """Mark the result failed at `now` (perf_counter ns) with `error`'s kind and message."""
+        self.error_kind, self.error_message, self.end_ns = error.kind, str(error), now
+        return self
+
+    def raise_for_error(self) -> StreamResult:
+        """The result itself when the request succeeded; else raise its error (for callers such as
+        the guard's canary, for which one failed request means the check cannot be made)."""
+        if self.error_kind is not None:
+            raise ERROR_TYPES.get(self.error_kind, RequestFailed)(self.error_message or self.error_kind)
+        return self
 
 
 class Backend(Protocol):
@@ -57,16 +73,57 @@ class Backend(Protocol):
     async def flush_prefix_cache(self, http: httpx.AsyncClient, base_url: str) -> str: ...
 
 
-class ServerUnreachable(SparkbenchError):
-    """The server did not answer at all (connection refused, reset, timed out)."""
+class RequestFailed(SparkbenchError):
+    """One request failed; `kind` names how (ERROR_KINDS), and it is recorded as such."""
+
+    kind = "failed"
 
 
-class ServerHTTPError(SparkbenchError):
-    """The server answered with a non-2xx status."""
+class ServerUnreachable(RequestFailed):
+    """The server did not answer at all (connection refused, reset mid-stream)."""
+
+    kind = "disconnected"
 
 
-class MalformedStream(SparkbenchError):
-    """The server's stream broke the protocol (bad JSON, no terminating [DONE])."""
+class ConnectFailed(ServerUnreachable):
+    """The connection was refused or could not be made: the request was never sent."""
+
+    kind = "connect_failed"
+
+
+class ServerHTTPError(RequestFailed):
+    """The server answered with a non-2xx status, or reported an error inside the stream."""
+
+    kind = "http_status"
+
+
+class MalformedStream(RequestFailed):
+    """The server's stream broke the protocol (bad JSON, a chunk without the fields it must carry)."""
+
+    kind = "malformed_chunk"
+
+
+class StreamIncomplete(RequestFailed):
+    """The stream ended without its terminating `[DONE]`."""
+
+    kind = "no_done"
+
+
+class RequestTimeout(RequestFailed):
+    """No token-bearing data within the idle timeout, or the whole request past its deadline."""
+
+    kind = "timeout"
+
+
+class FirstTokenTimeout(RequestFailed):
+    """No first token within the first-token deadline."""
+
+    kind = "first_token_timeout"
+
+
+ERROR_TYPES: dict[str, type[RequestFailed]] = {cls.kind: cls for cls in (
+    ServerUnreachable, ConnectFailed, ServerHTTPError, MalformedStream, StreamIncomplete, RequestTimeout,
+    FirstTokenTimeout)}
 
 
 def answers_json(http: httpx.Client, url: str) -> bool:

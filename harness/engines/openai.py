@@ -20,7 +20,8 @@ from harness.engines.base import (ASSUMED_ONE_PER_CHUNK, MalformedStream, Server
                                   StreamResult, answers_json)
 from harness.engines.prometheus import SPEC_COUNTER_PREFIX, parse_metrics, scrape, spec_decode_counters
 from harness.engines.registry import Engine, register, register_api
-from harness.engines.sse import DONE, post_sse
+from harness.engines.sse import post_sse
+from harness.engines.stream import NO_DEADLINES, Deadlines, collect
 from harness.errors import SparkbenchError
 from harness.spec import Prompt, SamplingParams
 
@@ -145,35 +146,28 @@ def _take_counts(result: StreamResult) -> None:
     result.cached_tokens = details.get("cached_tokens")
 
 
-def _is_missing_route(exc: ServerHTTPError, url: str) -> bool:
+def _is_missing_route(message: str, url: str) -> bool:
     """A 404 without an OpenAI error object: the route is missing, not the model.
 
     vLLM answers an unknown model name with 404 and `{"error": {"message": "The model ... does not
     exist"}}`; a server without the route answers 404 with anything else (`{"detail": "Not Found"}`).
     post_sse puts the status and the start of the body in its message, which is all there is to read.
     """
-    message = str(exc)
     return message.startswith(f"{url} answered HTTP 404") and '"error"' not in message
 
 
-async def stream(http: httpx.AsyncClient, base_url: str, body: dict[str, Any], path: str) -> StreamResult:
-    """Stream one request body to `path` and return the raw, time-stamped result."""
+async def stream(http: httpx.AsyncClient, base_url: str, body: dict[str, Any], path: str,
+                 deadlines: Deadlines = NO_DEADLINES) -> StreamResult:
+    """Stream one request body to `path` and return the raw, time-stamped result (a failed
+    request's result carries its error kind and message; see `harness.engines.stream.collect`).
+
+    A missing route is not a failed request but the wrong server: that one is raised.
+    """
     url = base_url + path
     result = StreamResult(sent_unix_s=time.time(), sent_ns=time.perf_counter_ns(), stream_mode="incremental")
-    done = False
-    try:
-        async for now, payload in post_sse(http, url, body):
-            if payload is DONE:
-                done = True
-                result.end_ns = now
-                break
-            _absorb_chunk(result, payload, now)
-    except ServerHTTPError as exc:
-        if _is_missing_route(exc, url):
-            raise not_openai(base_url, f"{path} answered 404") from exc
-        raise
-    if not done:
-        raise MalformedStream(f"{url}: stream ended without [DONE]")
+    await collect(post_sse(http, url, body), result, _absorb_chunk, url, deadlines)
+    if result.error_kind == ServerHTTPError.kind and _is_missing_route(result.error_message or "", url):
+        raise not_openai(base_url, f"{path} answered 404")
     _take_counts(result)
     return result
 
@@ -221,11 +215,13 @@ class OpenAIBackend:
     def path(self) -> str:
         return CHAT if self.chat else COMPLETIONS
 
-    async def send(self, http: httpx.AsyncClient, base_url: str, prompt: Prompt) -> StreamResult:
+    async def send(self, http: httpx.AsyncClient, base_url: str, prompt: Prompt,
+                   deadlines: Deadlines = NO_DEADLINES) -> StreamResult:
         if self.model is None:
             models = _models(await http.get(f"{base_url}/v1/models"), base_url)
             self.model = first_model_id(models, base_url)
-        return await stream(http, base_url, request_body(prompt, self.model, self.chat), self.path)
+        body = request_body(prompt, self.model, self.chat)
+        return await stream(http, base_url, body, self.path, deadlines)
 
     def snapshot(self, http: httpx.Client, base_url: str) -> dict[str, Any]:
         """Served models, engine version and speculative counters on offer, for the manifest."""

@@ -21,7 +21,8 @@ import httpx
 from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult, answers_json
 from harness.engines.meta import NO_SPECULATION, first_number, number, speculation_columns
 from harness.engines.registry import Engine, register, register_api
-from harness.engines.sse import DONE, post_sse
+from harness.engines.sse import post_sse
+from harness.engines.stream import NO_DEADLINES, Deadlines, collect
 from harness.errors import SparkbenchError
 from harness.spec import Prompt, SamplingParams
 
@@ -83,18 +84,13 @@ def _absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> None
         result.chunk_tokens.append(count)
 
 
-async def generate(http: httpx.AsyncClient, base_url: str, prompt: Prompt) -> StreamResult:
-    """Stream one prompt through `/generate` and return the raw, time-stamped result."""
+async def generate(http: httpx.AsyncClient, base_url: str, prompt: Prompt,
+                   deadlines: Deadlines = NO_DEADLINES) -> StreamResult:
+    """Stream one prompt through `/generate` and return the raw, time-stamped result (a failed
+    request's result carries its error kind and message; see `harness.engines.stream.collect`)."""
+    url = f"{base_url}/generate"
     result = StreamResult(sent_unix_s=time.time(), sent_ns=time.perf_counter_ns())
-    done = False
-    async for now, payload in post_sse(http, f"{base_url}/generate", request_body(prompt)):
-        if payload is DONE:
-            done = True
-            result.end_ns = now
-            break
-        _absorb_chunk(result, payload, now)
-    if not done:
-        raise MalformedStream(f"{base_url}/generate: stream ended without [DONE]")
+    await collect(post_sse(http, url, request_body(prompt)), result, _absorb_chunk, url, deadlines)
     _take_counts(result)
     return result
 
@@ -122,8 +118,9 @@ class SGLangBackend:
                                   "use --backend openai")
         self.engine = engine
 
-    async def send(self, http: httpx.AsyncClient, base_url: str, prompt: Prompt) -> StreamResult:
-        return await generate(http, base_url, prompt)
+    async def send(self, http: httpx.AsyncClient, base_url: str, prompt: Prompt,
+                   deadlines: Deadlines = NO_DEADLINES) -> StreamResult:
+        return await generate(http, base_url, prompt, deadlines)
 
     def snapshot(self, http: httpx.Client, base_url: str) -> dict[str, Any]:
         """The server's resolved arguments and model facts, for the manifest and the guard."""

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable
+from harness.engines.base import ConnectFailed, MalformedStream, RequestTimeout, ServerHTTPError, ServerUnreachable
 
 DONE = object()  # sentinel yielded for `data: [DONE]`
 
@@ -26,6 +26,9 @@ async def post_sse(
             if resp.status_code >= 400:
                 detail = (await resp.aread()).decode("utf-8", "replace").strip().replace("\n", " ")
                 raise ServerHTTPError(f"{url} answered HTTP {resp.status_code}: {detail[:300]}")
+            if "html" in resp.headers.get("content-type", ""):
+                # A proxy's or gateway's error page, sent with a 200: not the stream asked for.
+                raise MalformedStream(f"{url} answered with an HTML page, not an event stream")
             async for line in resp.aiter_lines():
                 now = time.perf_counter_ns()
                 if not line.startswith("data:"):
@@ -38,7 +41,9 @@ async def post_sse(
                     yield now, json.loads(data)
                 except json.JSONDecodeError as exc:
                     raise MalformedStream(f"{url} sent a chunk that is not JSON: {data[:120]!r}") from exc
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise ConnectFailed(f"cannot connect to {url} ({type(exc).__name__}: {exc})") from exc
     except httpx.TimeoutException as exc:
-        raise ServerUnreachable(f"{url} timed out ({type(exc).__name__})") from exc
+        raise RequestTimeout(f"{url} sent no data within the read timeout ({type(exc).__name__})") from exc
     except (httpx.TransportError, httpx.RemoteProtocolError) as exc:
         raise ServerUnreachable(f"{url} stopped answering ({type(exc).__name__}: {exc})") from exc

@@ -17,7 +17,7 @@ import pandas as pd
 
 from harness.engines.base import StreamResult
 from harness.errors import SparkbenchError
-from harness.spec import Prompt
+from harness.spec import Prompt, SamplingParams
 
 JSONL_NAME = "requests.jsonl"
 PARQUET_NAME = "requests.parquet"
@@ -51,6 +51,11 @@ class RequestRecord:
     sampling_json: str = "{}"
     item_json: str = "{}"
     meta_info_json: str = "{}"
+    # ok, or error with what went wrong (ERROR_KINDS) and the one-line reason. A failed request
+    # keeps whatever times and tokens it had; metrics use ok requests only.
+    status: str = "ok"
+    error_kind: str | None = None
+    error_message: str | None = None
 
     @classmethod
     def build(
@@ -82,7 +87,26 @@ class RequestRecord:
             sampling_json=json.dumps(prompt.sampling.to_dict(), sort_keys=True),
             item_json=json.dumps(prompt.item, sort_keys=True),
             meta_info_json=json.dumps(result.meta, sort_keys=True),
+            **outcome(result, prompt.sampling),
         )
+
+
+def outcome(result: StreamResult, sampling: SamplingParams) -> dict[str, Any]:
+    """`status`, `error_kind`, `error_message` of a finished request.
+
+    Besides the client's own failures, a stream that ended normally is an error when the server
+    aborted it, sent no token, or (with ignore_eos) sent fewer tokens than the fixed length asked
+    for: its figures would describe a different request than the one asked.
+    """
+    kind, message = result.error_kind, result.error_message
+    tokens = result.completion_tokens
+    if kind is None and result.finish_reason == "abort":
+        kind, message = "aborted", "the server aborted the request"
+    elif kind is None and not tokens:
+        kind, message = "no_tokens", "the server sent no token"
+    elif kind is None and sampling.ignore_eos and tokens < sampling.max_new_tokens:
+        kind, message = "short_output", f"{tokens} of the {sampling.max_new_tokens} tokens asked for (ignore_eos)"
+    return {"status": "ok" if kind is None else "error", "error_kind": kind, "error_message": message}
 
 
 COLUMNS = list(RequestRecord.__dataclass_fields__)
@@ -126,8 +150,9 @@ def json_lines(path: Path) -> list[dict[str, Any]]:
 
 
 def read_jsonl(path: Path) -> pd.DataFrame:
-    """Rows of a JSONL record file (`json_lines`)."""
-    frame = with_engine_and_api(pd.DataFrame(json_lines(path))).reindex(columns=COLUMNS)
+    """Rows of a JSONL record file (`json_lines`), one per prompt (`latest_attempts`)."""
+    frame = latest_attempts(with_status(with_engine_and_api(pd.DataFrame(json_lines(path)))))
+    frame = frame.reindex(columns=COLUMNS)
     # Nullable integers: a single missing value must not turn nanosecond stamps into rounded floats.
     for column in NULLABLE_INT_COLUMNS:
         frame[column] = frame[column].astype("Int64")
@@ -142,6 +167,23 @@ def with_engine_and_api(frame: pd.DataFrame) -> pd.DataFrame:
     pairs = [LEGACY_BACKEND.get(name, (name, name)) for name in frame["backend"]]
     return frame.drop(columns="backend").assign(engine=[engine for engine, _ in pairs],
                                                 api=[api for _, api in pairs])
+
+
+def with_status(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table with `status`; records written before failed requests were recorded are all ok."""
+    if "status" in frame.columns:
+        return frame
+    return frame.assign(status="ok", error_kind=None, error_message=None)
+
+
+def latest_attempts(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per prompt: a resumed run appends a new attempt of each prompt that had no ok record,
+    so the last record of a prompt is its outcome (earlier attempts stay in the JSONL, for audit).
+    A request can therefore never count twice."""
+    if frame.empty or "prompt_id" not in frame.columns:
+        return frame
+    return frame.drop_duplicates(subset="prompt_id", keep="last").sort_values("seq", kind="stable",
+                                                                               ignore_index=True)
 
 
 def write_parquet(run_dir: Path) -> Path:
@@ -161,7 +203,7 @@ def load_requests(run_dir: Path) -> pd.DataFrame:
         except Exception as exc:  # pyarrow raises several unrelated types for a damaged file
             raise SparkbenchError(f"{parquet}: cannot be read as Parquet ({type(exc).__name__}); "
                                   f"the JSONL beside it still holds the records") from exc
-        return with_engine_and_api(frame)
+        return with_status(with_engine_and_api(frame))
     if jsonl.exists():
         return read_jsonl(jsonl)
     raise SparkbenchError(f"{run_dir}: no {PARQUET_NAME} or {JSONL_NAME}; is this a run directory?")

@@ -1,7 +1,9 @@
 """The run directory `results/<run_id>/` and its `manifest.json`: provenance for every result.
 
 The manifest is written when the run starts (status `running`) and rewritten when it ends
-(`complete`, `interrupted` or `failed`), so even a killed harness leaves a manifest behind.
+(`complete`, `interrupted` or `failed`), so even a killed harness leaves a manifest behind. While
+it runs, the manifest names the writing process and its heartbeat: a reader takes a `running` run
+whose process is gone as `stale` (`seen_status`), and `--resume` continues it.
 """
 
 from __future__ import annotations
@@ -12,14 +14,16 @@ import platform
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from harness import __version__
-from harness.errors import SparkbenchError
+from harness.errors import SparkbenchError, describe_os_error
 from harness.records.requests import LEGACY_BACKEND
+from harness.secrets import redact, redact_argv
 
 MANIFEST_NAME = "manifest.json"
 # The manifest's `scale` of runs on the embedded test bed; every output of such a run states it.
@@ -63,10 +67,15 @@ def host_facts() -> dict[str, Any]:
     }
 
 
+HEARTBEAT_S = 10.0  # how often a live run refreshes heartbeat_at
+STALE_AFTER_S = 600.0  # a run on another host whose heartbeat is older than this is taken as dead
+
+
 @dataclass
 class RunDir:
     path: Path
     manifest: dict[str, Any] = field(default_factory=dict)
+    _last_beat: float = 0.0
 
     @classmethod
     def create(cls, results_root: Path, run_id: str, manifest: dict[str, Any]) -> RunDir:
@@ -78,11 +87,27 @@ class RunDir:
         except OSError as exc:
             raise SparkbenchError(f"cannot create run directory {path}: {exc.strerror}") from exc
         base = {"run_id": run_id, "sparkbench_version": __version__, "git": git_commit(),
-                "command_line": sys.argv, "host": host_facts(), "started_at": utc_now(),
-                "ended_at": None, "status": "running"}
+                "command_line": redact_argv(sys.argv), "host": host_facts(), "started_at": utc_now(),
+                "ended_at": None, "status": "running", **_alive()}
         run = cls(path, {**base, **manifest})
         run.save()
         return run
+
+    @classmethod
+    def reopen(cls, path: Path) -> RunDir:
+        """An existing run continued by this process (`--resume`): running again, its past kept."""
+        manifest = load_manifest(path)
+        resumes = [*manifest.get("resumed", []), {"at": utc_now(), "previous_status": manifest.get("status"),
+                                                  "command_line": redact_argv(sys.argv)}]
+        run = cls(Path(path), {**manifest, "status": "running", "ended_at": None, "error": None,
+                               "resumed": resumes, **_alive()})
+        run.save()
+        return run
+
+    def beat(self) -> None:
+        """Refresh the heartbeat (at most every HEARTBEAT_S), so readers can tell a live run."""
+        if time.time() - self._last_beat >= HEARTBEAT_S:
+            self.update(heartbeat_at=utc_now())
 
     def update(self, **fields: Any) -> None:
         self.manifest.update(fields)
@@ -93,8 +118,44 @@ class RunDir:
 
     def save(self) -> None:
         tmp = self.path / (MANIFEST_NAME + ".tmp")
-        tmp.write_text(json.dumps(self.manifest, indent=2, sort_keys=True, default=str), encoding="utf-8")
-        tmp.replace(self.path / MANIFEST_NAME)  # atomic: a reader never sees half a manifest
+        text = redact(json.dumps(self.manifest, indent=2, sort_keys=True, default=str))
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(self.path / MANIFEST_NAME)  # atomic: a reader never sees half a manifest
+        except OSError as exc:
+            raise SparkbenchError(f"cannot write {self.path / MANIFEST_NAME}: {describe_os_error(exc)}") from exc
+        self._last_beat = time.time()
+
+
+def _alive() -> dict[str, Any]:
+    """Who is writing the run now: readers use it to tell a live run from a dead one."""
+    return {"pid": os.getpid(), "hostname": socket.gethostname(), "heartbeat_at": utc_now()}
+
+
+def seen_status(manifest: dict[str, Any]) -> str:
+    """The run's status as a reader should take it: a run still marked `running` whose process is
+    gone (same host) or whose heartbeat stopped long ago (any host) is `stale`, never running."""
+    status = manifest.get("status", "unknown")
+    if status != "running":
+        return status
+    if manifest.get("hostname") == socket.gethostname() and manifest.get("pid"):
+        return "running" if _pid_alive(int(manifest["pid"])) else "stale"
+    beat = manifest.get("heartbeat_at") or manifest.get("started_at")
+    try:
+        age = (datetime.now(timezone.utc) - datetime.fromisoformat(beat)).total_seconds()
+    except (TypeError, ValueError):
+        return "stale"
+    return "stale" if age > STALE_AFTER_S else "running"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True
 
 
 def engine_and_api(manifest: dict[str, Any]) -> tuple[str | None, str | None]:

@@ -16,11 +16,14 @@ from pydantic import Field
 from tqdm import tqdm
 
 from harness.config import StrictModel
-from harness.engines.base import Backend, MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult
-from harness.errors import SparkbenchError
+from harness.engines.base import Backend, ServerUnreachable, StreamResult
+from harness.engines.stream import Deadlines
+from harness.errors import SparkbenchError, describe_os_error
 from harness.power.sampler import DEFAULT_INTERVAL_S, power_sampling
 from harness.records.requests import RecordWriter, RequestRecord, write_parquet
 from harness.records.rundir import RunDir
+from harness.run.pool import Pool, StopRules, default_max_errors
+from harness.run.signals import stop_signals
 from harness.spec import Prompt
 from workloads import Workload
 
@@ -31,11 +34,28 @@ class RunOptions(StrictModel):
     base_url: str
     warmup: int = Field(1, ge=0, description="Warm-up requests before measuring (not recorded).")
     concurrency: int = Field(1, ge=1, description="Requests in flight at once (1 = batch 1, as published).")
-    request_timeout_s: float = Field(900.0, ge=1.0, description="Seconds a request may go without any data.")
+    request_timeout_s: float = Field(900.0, ge=1.0, description="Seconds a request may go without a new token.")
+    first_token_timeout_s: float | None = Field(None, gt=0.0, description="Seconds a request may wait for its "
+                                                "first token (default: no limit beyond the above).")
+    request_deadline_s: float | None = Field(None, gt=0.0, description="Seconds a whole request may take "
+                                             "(default: 600 + max new tokens / 2).")
+    max_errors: int | None = Field(None, ge=0, description="Failed requests tolerated before the run stops "
+                                   "(default: 10 + 5% of the requests).")
+    unreachable_grace_s: float = Field(120.0, ge=0.0, description="Seconds the server may be unreachable "
+                                       "before the run stops.")
     show_progress: bool = True
     flush_prefix_cache: bool = False  # before measuring: for prompts whose prefill must be measured in full
     power_interval_s: float = Field(DEFAULT_INTERVAL_S, ge=0.0,
                                     description="Device power sampling during the measured requests; 0 = off.")
+    headers: dict[str, str] = Field(default_factory=dict, exclude=True)  # credentials: never in the manifest
+
+    def deadlines(self, prompt: Prompt) -> Deadlines:
+        return Deadlines.for_request(prompt.sampling.max_new_tokens, idle_s=self.request_timeout_s,
+                                     first_token_s=self.first_token_timeout_s, total_s=self.request_deadline_s)
+
+
+class WarmupFailed(SparkbenchError):
+    """A warm-up request failed: the server cannot serve this workload as asked."""
 
 
 class RunAborted(SparkbenchError):
@@ -78,84 +98,101 @@ class _Progress:
 
 
 async def _warm_up(http: httpx.AsyncClient, backend: Backend, options: RunOptions, prompts: list[Prompt]) -> None:
+    """Warm-up requests; one that fails means the server cannot serve the workload: stop here."""
     for prompt in prompts:
-        await backend.send(http, options.base_url, prompt)
+        result = await backend.send(http, options.base_url, prompt, options.deadlines(prompt))
+        if result.error_kind is not None:
+            raise WarmupFailed(f"warm-up request failed, nothing measured: {result.error_message}")
 
 
-async def _measure(http, backend, options, prompts, run: RunDir, writer: RecordWriter, progress) -> None:
-    queue: asyncio.Queue[tuple[int, Prompt]] = asyncio.Queue()
-    for seq, prompt in enumerate(prompts):
-        queue.put_nowait((seq, prompt))
+def _pool(http, backend: Backend, options: RunOptions, run: RunDir, writer: RecordWriter, progress,
+          total: int) -> Pool:
+    """The worker pool that sends the measured prompts and writes each outcome at once."""
     workload = run.manifest["workload"]["name"]
-    progress.start()
 
-    async def worker() -> None:
-        while not queue.empty():
-            seq, prompt = queue.get_nowait()
-            result = await backend.send(http, options.base_url, prompt)
-            writer.append(RequestRecord.build(run_id=run.manifest["run_id"], seq=seq, workload=workload,
-                                              engine=backend.engine, api=backend.name, prompt=prompt,
-                                              result=result))
-            progress.advance(result)
+    async def send(prompt: Prompt) -> StreamResult:
+        return await backend.send(http, options.base_url, prompt, options.deadlines(prompt))
 
-    async with asyncio.TaskGroup() as group:  # one failure cancels the requests in flight
-        for _ in range(min(options.concurrency, len(prompts))):
-            group.create_task(worker())
+    def record(seq: int, prompt: Prompt, result: StreamResult) -> None:
+        writer.append(RequestRecord.build(run_id=run.manifest["run_id"], seq=seq, workload=workload,
+                                          engine=backend.engine, api=backend.name, prompt=prompt,
+                                          result=result))
+        run.beat()
+        progress.advance(result)
+
+    rules = StopRules(max_errors=options.max_errors if options.max_errors is not None else default_max_errors(total),
+                      unreachable_grace_s=options.unreachable_grace_s)
+    return Pool(send=send, record=record, rules=rules, concurrency=options.concurrency)
 
 
-async def _drive(backend, options, warmups, prompts, run: RunDir, writer, progress) -> None:
+async def _drive(backend, options, warmups, work, run: RunDir, writer, progress) -> Pool:
     timeout = httpx.Timeout(options.request_timeout_s, connect=10.0)
     limits = httpx.Limits(max_connections=options.concurrency, max_keepalive_connections=options.concurrency)
-    async with httpx.AsyncClient(timeout=timeout, limits=limits) as http:
+    async with httpx.AsyncClient(timeout=timeout, limits=limits, headers=options.headers) as http:
         await _warm_up(http, backend, options, warmups)
         if options.flush_prefix_cache:
             run.update(prefix_cache_flush=await backend.flush_prefix_cache(http, options.base_url))
         # Server-side counters bracket the measured requests only (never warm-up or earlier runs).
         run.update(server_counters={"before": await backend.counters(http, options.base_url)})
+        pool = _pool(http, backend, options, run, writer, progress, len(work))
+        progress.start()
         # Power is sampled around the measured requests only; the entry is completed when sampling
         # stops, and the manifest holds it whatever ends the run.
-        with power_sampling(run.path, options.power_interval_s) as power:
+        with power_sampling(run.path, options.power_interval_s) as power, stop_signals(pool):
             run.update(power=power)
-            await _measure(http, backend, options, prompts, run, writer, progress)
+            await pool.run(work)
         run.update(server_counters={**run.manifest["server_counters"],
                                     "after": await backend.counters(http, options.base_url)})
+        return pool
 
 
-def _first_cause(exc: BaseException) -> BaseException:
-    """TaskGroup wraps worker errors in an ExceptionGroup: report the first real one."""
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return exc
+def execute(backend: Backend, options: RunOptions, workload: Workload, run: RunDir,
+            done: frozenset[str] = frozenset()) -> None:
+    """Run warm-up and workload; always finalize the run directory, whatever stops it.
 
-
-def execute(backend: Backend, options: RunOptions, workload: Workload, run: RunDir) -> None:
-    """Run warm-up and workload; always finalize the run directory, whatever stops it."""
-    prompts, warmups = workload.prompts(), workload.warmup_prompts(options.warmup)
+    `done`: prompt ids that already have an ok record (a resumed run) and are not sent again.
+    """
     writer = RecordWriter(run.path)
-    progress = _Progress(len(prompts), options.show_progress)
-    status, error = "complete", None
+    progress = _Progress(0, options.show_progress)
+    status, error, total = "failed", None, None
     try:
-        asyncio.run(_drive(backend, options, warmups, prompts, run, writer, progress))
+        prompts, warmups = workload.prompts(), workload.warmup_prompts(options.warmup)
+        total = len(prompts)
+        work = [(seq, prompt) for seq, prompt in enumerate(prompts) if prompt.prompt_id not in done]
+        progress.total = len(work)
+        pool = asyncio.run(_drive(backend, options, warmups, work, run, writer, progress))
+        status, error = _ending(pool)
     except KeyboardInterrupt:
-        status, error = "interrupted", "stopped by Ctrl-C"
-    except BaseException as exc:  # noqa: BLE001 - every cause is classified below
-        cause = _first_cause(exc)
-        if isinstance(cause, ServerUnreachable):
-            status, error = "interrupted", str(cause)
-        elif isinstance(cause, (ServerHTTPError, MalformedStream)):
-            status, error = "failed", str(cause)
-        else:
-            status, error = "failed", f"{type(cause).__name__}: {cause}"
-            _finalize(run, writer, progress, status, error)
-            raise cause from None  # a bug in the harness: surface it, not the TaskGroup wrapper
-    _finalize(run, writer, progress, status, error)
+        status, error = "interrupted", "stopped by Ctrl-C; the requests in flight were not recorded"
+    except SparkbenchError as exc:
+        status, error = ("interrupted" if isinstance(exc, ServerUnreachable) else "failed"), str(exc)
+    except Exception as exc:  # a bug in the harness: the manifest says so, then it surfaces
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        _finalize(run, writer, progress, status, error)
     if status != "complete":
-        raise RunAborted(f"run {status} after {writer.count} of {len(prompts)} requests ({error}); "
-                         f"finished requests are in {run.path}")
+        raise RunAborted(f"run {status} after {writer.count} of {total or 0} requests ({error}); "
+                         f"recorded requests are in {run.path}; continue with --resume {run.path}")
+
+
+def _ending(pool: Pool) -> tuple[str, str | None]:
+    """The run's status and reason from how its pool stopped."""
+    if pool.stop_reason is None:
+        return "complete", None
+    if pool.stop_reason.startswith("server unreachable") or pool.stop_reason.startswith("stop asked"):
+        return "interrupted", pool.stop_reason
+    return "failed", pool.stop_reason
 
 
 def _finalize(run: RunDir, writer: RecordWriter, progress: _Progress, status: str, error: str | None) -> None:
+    """Close the records, write the Parquet table and the manifest's end state. A failure here
+    (disk full, say) still leaves the manifest saying how the run ended, with that cause added."""
     progress.close()
     writer.close()
-    write_parquet(run.path)
+    try:
+        write_parquet(run.path)
+    except (OSError, SparkbenchError) as exc:
+        error = f"{error}; " if error else ""
+        status, error = "failed", f"{error}the request table could not be written: {describe_os_error(exc)}"
     run.finish(status, error=error, requests_recorded=writer.count)

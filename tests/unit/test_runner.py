@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
 
 import pytest
 
-from harness.engines.base import MalformedStream, ServerUnreachable, StreamResult
+from harness.engines.base import ConnectFailed, MalformedStream, RequestFailed, ServerHTTPError, StreamResult
+from harness.errors import SparkbenchError
 from harness.power.sampler import load_power_samples
 from harness.power.sensors import SensorInfo
 from harness.records.requests import load_requests
@@ -25,10 +29,13 @@ class ScriptedBackend:
         self.failures = failures or {}
         self.sent: list[str] = []
 
-    async def send(self, http, base_url, prompt):
+    async def send(self, http, base_url, prompt, deadlines=None):
         self.sent.append(prompt.prompt_id)
-        if prompt.prompt_id in self.failures:
-            raise self.failures[prompt.prompt_id]
+        failure = self.failures.get(prompt.prompt_id)
+        if isinstance(failure, RequestFailed) and not isinstance(failure, ConnectFailed):
+            return StreamResult(sent_unix_s=0.0, sent_ns=1).fail(failure, 2)
+        if failure is not None:
+            raise failure
         return StreamResult(sent_unix_s=0.0, sent_ns=1, end_ns=4, first_token_ns=2, last_token_ns=3,
                             chunk_ns=[2, 3], chunk_tokens=[1, 2], completion_tokens=2, prompt_tokens=3,
                             cached_tokens=0, finish_reason="length")
@@ -104,19 +111,63 @@ def test_no_flush_unless_asked(tmp_path):
     assert "flush" not in backend.sent
 
 
-def test_server_gone_mid_run_is_interrupted_with_finished_records(tmp_path):
-    run, go = _run(tmp_path, ScriptedBackend({"p3": ServerUnreachable("http://x stopped answering")}))
-    with pytest.raises(RunAborted, match=r"run interrupted after 3 of 5 requests \(http://x stopped answering\)"):
-        go()
-    assert load_requests(run.path)["prompt_id"].tolist() == ["p0", "p1", "p2"]
-    manifest = _manifest(tmp_path)
-    assert manifest["status"] == "interrupted" and manifest["requests_recorded"] == 3
-
-
-def test_protocol_error_marks_the_run_failed(tmp_path):
+def test_a_failed_request_is_a_record_and_the_run_goes_on(tmp_path):
     run, go = _run(tmp_path, ScriptedBackend({"p1": MalformedStream("bad chunk")}))
-    with pytest.raises(RunAborted, match="run failed after 1 of 5"):
-        go()
+    go()
+    table = load_requests(run.path)
+    assert table["prompt_id"].tolist() == ["p0", "p1", "p2", "p3", "p4"]
+    assert table["status"].tolist() == ["ok", "error", "ok", "ok", "ok"]
+    assert table.loc[1, "error_kind"] == "malformed_chunk" and table.loc[1, "error_message"] == "bad chunk"
+    assert _manifest(tmp_path)["status"] == "complete"
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_one_failure_never_cancels_the_requests_in_flight(tmp_path, concurrency):
+    run, go = _run(tmp_path, ScriptedBackend({"p2": ServerHTTPError("http://x answered HTTP 503")}), count=8,
+                   concurrency=concurrency)
+    go()
+    table = load_requests(run.path)
+    assert len(table) == 8 and (table["status"] == "ok").sum() == 7
+
+
+def test_errors_beyond_the_budget_stop_the_run_in_one_line(tmp_path):
+    failures = {f"p{i}": ServerHTTPError("http://x answered HTTP 503") for i in range(5)}
+    run = RunDir.create(tmp_path, "run", {"workload": {"name": "list"}})
+    options = RunOptions(base_url="http://x", warmup=0, show_progress=False, max_errors=2)
+    with pytest.raises(RunAborted, match=r"run failed after 3 of 5 requests \(3 failed requests, more than "
+                                         r"--max-errors 2 \(http_status 3\)"):
+        execute(ScriptedBackend(failures), options, ListWorkload(5), run)
+    assert _manifest(tmp_path)["status"] == "failed" and len(load_requests(run.path)) == 3
+
+
+def test_unreachable_server_past_the_grace_period_interrupts_the_run(tmp_path):
+    run = RunDir.create(tmp_path, "run", {"workload": {"name": "list"}})
+    options = RunOptions(base_url="http://x", warmup=0, show_progress=False, unreachable_grace_s=0.0)
+    backend = ScriptedBackend({"p3": ConnectFailed("cannot connect to http://x")})
+    with pytest.raises(RunAborted, match=r"run interrupted after 4 of 5 requests \(server unreachable"):
+        execute(backend, options, ListWorkload(5), run)
+    # p3 never reached the server: it went back in the queue, was tried again, and is not a record.
+    assert load_requests(run.path)["prompt_id"].tolist() == ["p0", "p1", "p2", "p4"]
+    assert backend.sent.count("p3") >= 2
+    assert _manifest(tmp_path)["status"] == "interrupted"
+
+
+def test_a_failed_warm_up_finalizes_the_manifest(tmp_path):
+    run = RunDir.create(tmp_path, "run", {"workload": {"name": "list"}})
+    options = RunOptions(base_url="http://x", warmup=1, show_progress=False)
+    with pytest.raises(RunAborted, match="warm-up request failed, nothing measured: boom"):
+        execute(ScriptedBackend({"w0": ServerHTTPError("boom")}), options, ListWorkload(2), run)
+    assert _manifest(tmp_path)["status"] == "failed"
+
+
+def test_a_workload_that_cannot_build_its_prompts_finalizes_the_manifest(tmp_path):
+    class Broken(ListWorkload):
+        def prompts(self):
+            raise SparkbenchError("600 distinct first tokens asked from a 500-token vocabulary")
+
+    run = RunDir.create(tmp_path, "run", {"workload": {"name": "list"}})
+    with pytest.raises(RunAborted, match="500-token vocabulary"):
+        execute(ScriptedBackend(), RunOptions(base_url="http://x", show_progress=False), Broken(1), run)
     assert _manifest(tmp_path)["status"] == "failed"
 
 
@@ -126,6 +177,25 @@ def test_ctrl_c_marks_the_run_interrupted(tmp_path):
         go()
     assert _manifest(tmp_path)["status"] == "interrupted"
     assert len(load_requests(run.path)) == 2
+
+
+class SignalledBackend(ScriptedBackend):
+    """Sends SIGTERM to its own process while request `p1` is in flight, as a scheduler would."""
+
+    async def send(self, http, base_url, prompt, deadlines=None):
+        if prompt.prompt_id == "p1":
+            os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.sleep(0.05)  # every request takes a while: the signal arrives while some are under way
+        return await super().send(http, base_url, prompt, deadlines)
+
+
+def test_first_signal_stops_new_requests_and_records_those_in_flight(tmp_path):
+    run, go = _run(tmp_path, SignalledBackend(), count=5, concurrency=2)
+    with pytest.raises(RunAborted, match=r"run interrupted .*stop asked \(SIGTERM\)"):
+        go()
+    ids = load_requests(run.path)["prompt_id"].tolist()
+    assert "p1" in ids and len(ids) < 5  # in flight: recorded; the rest: never sent
+    assert _manifest(tmp_path)["status"] == "interrupted"
 
 
 def test_unexpected_error_still_finalizes_then_propagates(tmp_path):
@@ -151,9 +221,10 @@ class StepSensor:
 
 def test_power_is_sampled_around_the_measured_requests_and_kept_when_the_run_stops(tmp_path, monkeypatch):
     monkeypatch.setattr("harness.power.sampler.discover", lambda: ([StepSensor()], []))
-    run, go = _run(tmp_path, ScriptedBackend({"p3": ServerUnreachable("http://x stopped answering")}))
+    run = RunDir.create(tmp_path, "run", {"workload": {"name": "list"}})
+    options = RunOptions(base_url="http://x", warmup=0, show_progress=False, unreachable_grace_s=0.0)
     with pytest.raises(RunAborted):
-        go()
+        execute(ScriptedBackend({"p3": ConnectFailed("cannot connect")}), options, ListWorkload(5), run)
     power = _manifest(tmp_path)["power"]
     assert power["status"] == "measured" and power["sensors"][0]["sensor"] == "fake:0"
     samples = load_power_samples(run.path)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import httpx
 import pytest
 
-from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable
+from harness.engines.base import (ConnectFailed, MalformedStream, ServerHTTPError, ServerUnreachable,
+                                  StreamIncomplete)
 from harness.engines.sglang import generate, request_body
 from harness.spec import Prompt, SamplingParams
 
@@ -71,27 +73,36 @@ def test_request_body_sends_every_sampling_parameter():
                                        "ignore_eos": False, "stop": ["Question:"], "sampling_seed": 7}
 
 
-def test_http_error_is_one_line():
-    with pytest.raises(ServerHTTPError, match=r"HTTP 400: .*too long"):
-        _run('{"error": "prompt\\n too long"}', status=400)
+def assert_failed(result, error: type, pattern: str) -> None:
+    """The request ended failed, recorded as `error`'s kind, with a one-line reason matching `pattern`."""
+    assert result.error_kind == error.kind
+    assert re.search(pattern, result.error_message) and "\n" not in result.error_message
+    assert result.end_ns >= result.sent_ns
+
+
+def test_http_error_is_a_failed_result_with_one_line():
+    assert_failed(_run('{"error": "prompt\\n too long"}', status=400), ServerHTTPError, r"HTTP 400: .*too long")
 
 
 def test_error_object_mid_stream():
-    with pytest.raises(ServerHTTPError, match="mid-stream"):
-        _run('data: {"error": {"message": "boom"}}\n\n')
+    assert_failed(_run('data: {"error": {"message": "boom"}}\n\n'), ServerHTTPError, "mid-stream")
 
 
-def test_stream_without_done_is_malformed():
+def test_stream_without_done_keeps_its_tokens():
     body = (FIXTURES / "sglang_0.5.23_cumulative.sse").read_text().replace("data: [DONE]", "")
-    with pytest.raises(MalformedStream, match="without \\[DONE\\]"):
-        _run(body)
+    result = _run(body)
+    assert_failed(result, StreamIncomplete, "without \\[DONE\\]")
+    assert result.chunk_tokens == [1, 2, 3, 4, 5]  # what arrived before the failure is kept
 
 
 def test_non_json_chunk_is_malformed():
-    with pytest.raises(MalformedStream, match="not JSON"):
-        _run("data: {not json\n\n")
+    assert_failed(_run("data: {not json\n\n"), MalformedStream, "not JSON")
 
 
-def test_connection_failure_is_unreachable():
-    with pytest.raises(ServerUnreachable, match="stopped answering"):
+def test_connection_reset_mid_stream_is_a_disconnect():
+    assert_failed(_run("", raise_exc=httpx.ReadError("reset")), ServerUnreachable, "stopped answering")
+
+
+def test_refused_connection_is_raised_the_request_was_never_sent():
+    with pytest.raises(ConnectFailed, match="cannot connect"):
         _run("", raise_exc=httpx.ConnectError("refused"))

@@ -1,0 +1,104 @@
+"""Folding a server's event stream into one request's result, within the request's deadlines.
+
+Every API client hands its events and its chunk reader to `collect`, which owns what all streams
+share: the end at `[DONE]`, the deadlines, and turning any failure into facts on the result (its
+error kind and message, with the times and tokens that arrived before) instead of an exception,
+so that a failed request is recorded like any other and the run goes on.
+
+Deadlines count token progress, not bytes: SSE comment lines (`: keep-alive`) and chunks that bring
+no token do not keep a request alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from harness.engines.base import (ConnectFailed, FirstTokenTimeout, RequestFailed, RequestTimeout, StreamIncomplete,
+                                  StreamResult)
+from harness.engines.sse import DONE
+
+# Default total deadline: a fixed allowance for queueing and prefill, then a floor decode rate.
+# A request slower than this is broken, not slow: 2 tokens/s is far below any served model.
+TOTAL_BASE_S = 600.0
+FLOOR_DECODE_TOK_S = 2.0
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """How long one request may take, in seconds (None: no such limit).
+
+    idle_s: longest wait for the next token-bearing chunk (from the send for the first one);
+    first_token_s: longest wait from the send to the first token;
+    total_s: longest time from the send to `[DONE]`.
+    """
+
+    idle_s: float | None = None
+    first_token_s: float | None = None
+    total_s: float | None = None
+
+    @classmethod
+    def for_request(cls, max_new_tokens: int, idle_s: float | None, first_token_s: float | None = None,
+                    total_s: float | None = None) -> Deadlines:
+        """Deadlines of a request asking for `max_new_tokens`; total_s defaults to
+        `TOTAL_BASE_S + max_new_tokens / FLOOR_DECODE_TOK_S`."""
+        default_total = TOTAL_BASE_S + max_new_tokens / FLOOR_DECODE_TOK_S
+        return cls(idle_s=idle_s, first_token_s=first_token_s, total_s=total_s or default_total)
+
+    def due(self, start: float, last_progress: float, has_token: bool) -> tuple[float, type[RequestFailed]]:
+        """(loop time when the request must give up, the error it then ends with)."""
+        limits = [(start + self.total_s if self.total_s else math.inf, RequestTimeout),
+                  (last_progress + self.idle_s if self.idle_s else math.inf, RequestTimeout)]
+        if not has_token and self.first_token_s:
+            limits.append((start + self.first_token_s, FirstTokenTimeout))
+        return min(limits, key=lambda limit: limit[0])
+
+
+Absorb = Callable[[StreamResult, Any, int], None]
+NO_DEADLINES = Deadlines()
+
+
+async def collect(events: AsyncIterator[tuple[int, Any]], result: StreamResult, absorb: Absorb,
+                  url: str, deadlines: Deadlines = NO_DEADLINES) -> StreamResult:
+    """Fold `(arrival ns, payload)` events into `result` with `absorb` until `[DONE]`.
+
+    Returns the result; a failure (HTTP error, malformed chunk, disconnect, missing `[DONE]`, a
+    deadline) ends it with `result.fail` rather than raising. Only `ConnectFailed` is raised: the
+    request never reached the server.
+    """
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    when, error = deadlines.due(start, start, has_token=False)
+    try:
+        async with asyncio.timeout(None if math.isinf(when) else when) as timer:
+            async for now, payload in events:
+                if payload is DONE:
+                    result.end_ns = now
+                    return result
+                tokens_before = len(result.chunk_ns)
+                absorb(result, payload, now)
+                if len(result.chunk_ns) != tokens_before:
+                    when, error = deadlines.due(start, loop.time(), has_token=True)
+                    timer.reschedule(None if math.isinf(when) else when)
+        raise StreamIncomplete(f"{url}: stream ended without [DONE]")
+    except TimeoutError:
+        waited = loop.time() - start
+        return result.fail(error(f"{url}: gave up after {waited:.1f} s ({_which(error, deadlines)})"),
+                           time.perf_counter_ns())
+    except ConnectFailed:
+        raise  # never sent: not a failed request, the caller decides whether to try again
+    except RequestFailed as exc:
+        return result.fail(exc, time.perf_counter_ns())
+
+
+def _which(error: type[RequestFailed], deadlines: Deadlines) -> str:
+    """Which limit ran out, in words."""
+    if error is FirstTokenTimeout:
+        return f"no first token within {deadlines.first_token_s:g} s"
+    parts = [f"no new token within {deadlines.idle_s:g} s" if deadlines.idle_s else "",
+             f"past the {deadlines.total_s:g} s request deadline" if deadlines.total_s else ""]
+    return " or ".join(part for part in parts if part)

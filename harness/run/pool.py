@@ -1,0 +1,99 @@
+"""The measured requests: a pool of workers that records every request, whatever its outcome.
+
+A failed request is a record, not the end of the run. The pool stops issuing new requests only
+when the run cannot usefully go on: more failed requests than the error budget, the server
+unreachable for longer than the grace period, or a stop asked for (Ctrl-C / SIGTERM). Requests in
+flight then still end, ok or failed, and are recorded; nothing is cancelled half-way.
+
+A connection that is refused before the request was sent is not a failed request (the server
+never saw it): the prompt goes back in the queue and the pool waits for the server to return.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from harness.engines.base import ConnectFailed, RequestFailed, StreamResult
+from harness.spec import Prompt
+
+Send = Callable[[Prompt], Awaitable[StreamResult]]
+Record = Callable[[int, Prompt, StreamResult], None]
+RETRY_WAIT_S = (0.5, 1.0, 2.0, 5.0)  # waits between tries of an unreachable server, then the last again
+
+
+def default_max_errors(requests: int) -> int:
+    """Error budget when none is given: 10 requests plus 5% of the run."""
+    return 10 + math.ceil(0.05 * requests)
+
+
+@dataclass(frozen=True)
+class StopRules:
+    max_errors: int
+    unreachable_grace_s: float = 120.0
+
+
+@dataclass
+class Pool:
+    """Sends `(seq, prompt)` pairs with `concurrency` workers; `record` is called for every outcome."""
+
+    send: Send
+    record: Record
+    rules: StopRules
+    concurrency: int = 1
+    stop_reason: str | None = None
+    errors: Counter = field(default_factory=Counter)
+    _unreachable_since: float | None = None
+
+    def stop(self, reason: str) -> None:
+        """Issue no new request; those in flight still end and are recorded."""
+        self.stop_reason = self.stop_reason or reason
+
+    async def run(self, work: list[tuple[int, Prompt]]) -> None:
+        queue: asyncio.Queue[tuple[int, Prompt]] = asyncio.Queue()
+        for item in work:
+            queue.put_nowait(item)
+        workers = [asyncio.create_task(self._worker(queue)) for _ in range(min(self.concurrency, len(work)))]
+        await asyncio.gather(*workers)
+
+    async def _worker(self, queue: asyncio.Queue[tuple[int, Prompt]]) -> None:
+        while self.stop_reason is None and not queue.empty():
+            seq, prompt = queue.get_nowait()
+            try:
+                result = await self.send(prompt)
+            except ConnectFailed as exc:
+                queue.put_nowait((seq, prompt))  # never sent: try it again once the server is back
+                await self._wait_for_server(exc)
+                continue
+            except RequestFailed as exc:  # a failure before the stream began (e.g. model lookup)
+                result = StreamResult(sent_unix_s=time.time(), sent_ns=time.perf_counter_ns())
+                result.fail(exc, time.perf_counter_ns())
+            self._unreachable_since = None
+            self.record(seq, prompt, result)
+            self._count(result)
+
+    def _count(self, result: StreamResult) -> None:
+        """Charge a failed request to the error budget; stop once it is spent."""
+        if result.error_kind is None:
+            return
+        self.errors[result.error_kind] += 1
+        failed = sum(self.errors.values())
+        if failed > self.rules.max_errors:
+            kinds = ", ".join(f"{kind} {n}" for kind, n in self.errors.most_common())
+            self.stop(f"{failed} failed requests, more than --max-errors {self.rules.max_errors} ({kinds}); "
+                      f"last: {result.error_message}")
+
+    async def _wait_for_server(self, exc: ConnectFailed) -> None:
+        """Wait before the next try; stop once the server has been unreachable past the grace period."""
+        now = time.monotonic()
+        self._unreachable_since = self._unreachable_since or now
+        waited = now - self._unreachable_since
+        if waited > self.rules.unreachable_grace_s:
+            self.stop(f"server unreachable for {waited:.0f} s (grace {self.rules.unreachable_grace_s:g} s): {exc}")
+            return
+        tries = int(waited > 0) + int(waited > 1) + int(waited > 3)
+        await asyncio.sleep(RETRY_WAIT_S[min(tries, len(RETRY_WAIT_S) - 1)])
