@@ -76,7 +76,8 @@ class Common:
 
 def _run(common: Common, workload: str, workload_options: dict, chat: bool = False) -> None:
     """Start or attach to the server, build the named workload for its scale, and run it."""
-    from harness.analysis.tables import print_run_summary
+    from harness.analysis.run import Run
+    from harness.analysis.tables import format_run_summary
     from harness.run.bench import backend_for, run_workload, target_server
     from workloads.registry import config_of, plan
 
@@ -86,7 +87,7 @@ def _run(common: Common, workload: str, workload_options: dict, chat: bool = Fal
         chosen = plan(workload, config, target.reduced, target.model_dir)
         run = run_workload(target, backend, chosen, common.options(target.base_url), common.results,
                            guard=common.guard, keep_prefix_cache=common.keep_prefix_cache)
-    print_run_summary(run.path)
+    print(format_run_summary(Run.load(run.path)))
 
 
 S, G, R = SyntheticConfig, GSM8KConfig, RunOptions
@@ -165,9 +166,12 @@ def summarize(
 ) -> None:
     """Print the run's summary table (metric, stat, value, unit) and its decode roofline."""
     from harness.analysis.roofline import RooflineInputs
-    from harness.analysis.tables import print_run_summary
+    from harness.analysis.run import Run
+    from harness.analysis.tables import format_run_summary
 
-    print_run_summary(run_dir, full=True, inputs=RooflineInputs(model_config, peak_gbps))
+    run = Run.load(run_dir, RooflineInputs(model_config, peak_gbps))
+    run.write_tables()  # tables of a run recorded before they were written at its end
+    print(format_run_summary(run, full=True))
 
 
 RunsArg = Annotated[Optional[list[Path]], typer.Argument(help="Run directories (default: the latest under --results).")]
@@ -192,15 +196,15 @@ def compare(
     latest: LatestOpt = 2,
 ) -> None:
     """Headline metrics per run with changes against the baseline and 95% intervals (McNemar for GSM8K)."""
-    from harness.analysis.compare import compare_runs, format_comparison
+    from harness.analysis.compare import baseline_run_id, compare_loaded, format_comparison
     from harness.analysis.reference import format_reference_table, reference_table
-    from harness.analysis.tables import run_summary
+    from harness.analysis.run import Run
 
-    chosen = _runs_or_latest(runs, results, latest)
-    print(format_comparison(compare_runs(chosen, baseline=baseline)))
+    loaded = [Run.load(d) for d in _runs_or_latest(runs, results, latest)]
+    print(format_comparison(compare_loaded(loaded, baseline_run_id(baseline))))
     if reference:
         print()
-        print(format_reference_table(reference_table([run_summary(Path(d)) for d in chosen])))
+        print(format_reference_table(reference_table([run.summary for run in loaded])))
 
 
 @app.command("report")

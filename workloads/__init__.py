@@ -52,6 +52,16 @@ class WorkloadConfig(StrictModel):
 
 
 @dataclass(frozen=True)
+class Scorer:
+    """How a scored workload judges its answers (registered with it in `workloads.registry`)."""
+
+    score: Callable[[Any], Any]  # request records -> one row per question: prompt_id, flags, ...
+    summary: Callable[[Any], Any]  # that table -> long rows `metric, stat, value, unit`
+    correct: str  # the flag of that table that counts as a correct answer
+    accuracy_metric: str  # the summary metric (stat "mean") of that flag
+
+
+@dataclass(frozen=True)
 class Plan:
     """A workload ready to build once the server is known: its resolved config, and the factory the
     runner calls with the server's snapshot."""

@@ -22,6 +22,7 @@ from statistics import NormalDist
 import pandas as pd
 
 from harness.errors import SparkbenchError
+from workloads import Scorer
 
 # `####`, optional spaces, then a number holding at least one digit; `$` may sit either side of `-`.
 STRICT_ANSWER = re.compile(r"####[ \t]*(\$?-?\$?[0-9.,]*[0-9][0-9.,]*)")
@@ -157,3 +158,12 @@ def accuracy_summary(scored: pd.DataFrame) -> pd.DataFrame:
         rows += _proportion_rows(f"gsm8k_accuracy_{kind}", scored[f"correct_{kind}"])
         rows += _proportion_rows(f"gsm8k_invalid_rate_{kind}", scored[f"no_answer_{kind}"])
     return pd.DataFrame(rows, columns=["metric", "stat", "value", "unit"])
+
+
+def score_records(requests: pd.DataFrame) -> pd.DataFrame:
+    """`score_table` of a run's request records."""
+    return score_table(requests[["prompt_id", "output_text", "item_json"]])
+
+
+GSM8K_SCORER = Scorer(score=score_records, summary=accuracy_summary, correct="correct_strict",
+                      accuracy_metric="gsm8k_accuracy_strict")

@@ -15,8 +15,9 @@ from typing import Any
 
 from harness.config import validated
 from harness.errors import SparkbenchError
-from workloads import Plan, Workload, WorkloadConfig
+from workloads import Plan, Scorer, Workload, WorkloadConfig
 from workloads.gsm8k import GSM8KConfig
+from workloads.gsm8k_scoring import GSM8K_SCORER
 from workloads.synthetic import SyntheticConfig
 
 Factory = Callable[[dict[str, Any]], Workload]
@@ -26,7 +27,7 @@ Factory = Callable[[dict[str, Any]], Workload]
 class WorkloadEntry:
     config: type[WorkloadConfig]
     factory: Callable[[Any, Path | None], Factory]  # (resolved config, local model folder) -> factory
-    scorer: str | None = None  # module holding the scorer of a scored workload (see workloads.scoring)
+    scorer: Scorer | None = None  # how a scored workload's answers are judged
 
 
 def _synthetic(config: SyntheticConfig, model_dir: Path | None) -> Factory:
@@ -46,7 +47,7 @@ def _gsm8k(config: GSM8KConfig, model_dir: Path | None) -> Factory:
 
 WORKLOADS = {
     "synthetic": WorkloadEntry(SyntheticConfig, _synthetic),
-    "gsm8k": WorkloadEntry(GSM8KConfig, _gsm8k, scorer="workloads.gsm8k_scoring"),
+    "gsm8k": WorkloadEntry(GSM8KConfig, _gsm8k, scorer=GSM8K_SCORER),
 }
 
 
@@ -55,6 +56,12 @@ def entry(name: str) -> WorkloadEntry:
     if name not in WORKLOADS:
         raise SparkbenchError(f"unknown workload {name!r}; choose one of {', '.join(WORKLOADS)}")
     return WORKLOADS[name]
+
+
+def scorer_for(name: str) -> Scorer | None:
+    """The scorer of workload `name`; None when it is not scored (or not known here: an old run's)."""
+    known = WORKLOADS.get(name)
+    return known.scorer if known else None
 
 
 def config_of(name: str, options: dict[str, Any]) -> WorkloadConfig:

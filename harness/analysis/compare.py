@@ -18,21 +18,17 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from harness.analysis.run import Run
 from harness.analysis.stats import (accuracy_change, bootstrap_change, bootstrap_ratio_of_sums_change,
                            bootstrap_relative_change, discordant_counts, mcnemar_exact)
-from harness.analysis.roofline import RooflineInputs
-from harness.analysis.tables import run_summary, scored_questions
 from harness.errors import SparkbenchError
-from harness.metrics import derive_requests, length_match_weights, length_matched_throughput
+from harness.metrics import length_match_weights, length_matched_throughput
 from harness.metrics.catalogue import CATALOGUE, compared_stats
-from harness.records.requests import load_requests
-from harness.records.rundir import load_manifest
 
 COMPARISON_COLUMNS = ["run_id", "workload", "metric", "stat", "value", "unit", "baseline_run_id",
                       "baseline_value", "change", "change_kind", "ci95_low", "ci95_high", "paired", "n",
@@ -45,47 +41,6 @@ STAT_FNS = {"mean": np.nanmean, "p50": lambda x, axis=-1: np.nanpercentile(x, 50
 PER_RUN_KEYS = {"salt", "num_prompts", "limit", "offset", "shuffle", "shuffle_seed", "base_seed",
                 "seed_rule", "sampling"}
 LENGTH_BINS = 10
-ACCURACY_METRIC = "gsm8k_accuracy_strict"
-
-
-@dataclass(frozen=True)
-class LoadedRun:
-    """One run directory read once: manifest, derived per-request table (`derive_requests`), long
-    summary (`run_summary`) and, for GSM8K, the per-question scoring (`scored_questions`)."""
-
-    path: Path
-    manifest: dict
-    derived: pd.DataFrame
-    summary: pd.DataFrame
-    scored: pd.DataFrame | None
-
-    @property
-    def run_id(self) -> str:
-        return self.manifest["run_id"]
-
-    @property
-    def workload(self) -> str:
-        return self.manifest["workload"]["name"]
-
-
-def load_run(run_dir: Path | str, inputs: RooflineInputs = RooflineInputs()) -> LoadedRun:
-    """A run directory read once; `inputs` complete its decode roofline (model config, ceiling)."""
-    run_dir = Path(run_dir)
-    manifest, requests = load_manifest(run_dir), load_requests(run_dir)
-    gsm8k = manifest["workload"]["name"] == "gsm8k" and not requests.empty
-    return LoadedRun(run_dir, manifest, derive_requests(requests), run_summary(run_dir, inputs),
-                     scored_questions(requests) if gsm8k else None)
-
-
-def scale_note(manifest: dict) -> str:
-    """A short scale label: REDUCED SCALE CPU test bed for embedded test-bed runs, else the recorded scale."""
-    scale = str(manifest.get("scale") or "scale not recorded")
-    return "REDUCED SCALE CPU test bed" if scale.startswith("REDUCED SCALE") else scale
-
-
-def run_label(run: LoadedRun) -> str:
-    """How figures and tables name a run: its run_id and its scale."""
-    return f"{run.run_id} ({scale_note(run.manifest)})"
 
 
 def decode_parts(derived: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -109,16 +64,16 @@ def accept_parts(derived: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 RATIO_METRICS = {"decode_throughput_aggregate": decode_parts, "accept_length_token_weighted": accept_parts}
 
 
-def pairable(base: LoadedRun, cand: LoadedRun) -> bool:
+def pairable(base: Run, cand: Run) -> bool:
     """Whether prompt_ids name the same prompts in both runs: same workload spec apart from
     PER_RUN_KEYS (so the same workload and the same seed), and at least one prompt_id in common."""
-    def key(run: LoadedRun) -> dict:
+    def key(run: Run) -> dict:
         return {k: v for k, v in run.manifest.get("workload", {}).items() if k not in PER_RUN_KEYS}
     shared = set(base.derived["prompt_id"]) & set(cand.derived["prompt_id"])
     return key(base) == key(cand) and bool(shared)
 
 
-def aligned(base: LoadedRun, cand: LoadedRun) -> tuple[pd.DataFrame, pd.DataFrame]:
+def aligned(base: Run, cand: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The two runs' derived rows of their shared prompt_ids, in the same order (baseline's)."""
     shared = base.derived[base.derived["prompt_id"].isin(set(cand.derived["prompt_id"]))]
     cand_rows = cand.derived.set_index("prompt_id").loc[shared["prompt_id"]].reset_index()
@@ -184,18 +139,19 @@ def _length_matched_row(base: pd.DataFrame, cand: pd.DataFrame, paired: bool) ->
             "ci95_low": low, "ci95_high": high, "coverage": float(matched["target_coverage"])}
 
 
-def _accuracy_rows(base: LoadedRun, cand: LoadedRun | None) -> list[dict]:
-    """Strict GSM8K accuracy: the run's own (cand None), or the paired change by question index
-    with its Agresti-Min interval and exact McNemar p-value."""
+def _accuracy_rows(base: Run, cand: Run | None) -> list[dict]:
+    """The scored workload's accuracy (its scorer's `correct` flag): the run's own (cand None), or
+    the paired change by question index with its Agresti-Min interval and exact McNemar p-value."""
+    flag, metric = base.scorer.correct, base.scorer.accuracy_metric
     if cand is None:
-        flags = base.scored["correct_strict"].to_numpy(dtype=bool)
-        return [{"metric": ACCURACY_METRIC, "stat": "mean", "value": flags.mean() if flags.size else math.nan,
+        flags = base.scores[flag].to_numpy(dtype=bool)
+        return [{"metric": metric, "stat": "mean", "value": flags.mean() if flags.size else math.nan,
                  "unit": "fraction", "n": flags.size}]
-    both = base.scored.merge(cand.scored, on="question_index", suffixes=("_base", "_cand"))
-    flags_b = both["correct_strict_base"].to_numpy(dtype=bool)
-    flags_c = both["correct_strict_cand"].to_numpy(dtype=bool)
+    both = base.scores.merge(cand.scores, on="question_index", suffixes=("_base", "_cand"))
+    flags_b = both[f"{flag}_base"].to_numpy(dtype=bool)
+    flags_c = both[f"{flag}_cand"].to_numpy(dtype=bool)
     point, low, high = accuracy_change(flags_b, flags_c)
-    return [{"metric": ACCURACY_METRIC, "stat": "mean", "value": flags_c.mean() if flags_c.size else math.nan,
+    return [{"metric": metric, "stat": "mean", "value": flags_c.mean() if flags_c.size else math.nan,
              "unit": "fraction", "baseline_value": flags_b.mean() if flags_b.size else math.nan,
              "change": point, "change_kind": "difference", "ci95_low": low, "ci95_high": high,
              "paired": True, "n": flags_c.size, "p_value": mcnemar_exact(*discordant_counts(flags_b, flags_c))}]
@@ -211,14 +167,14 @@ def headline_metrics() -> list[tuple[str, str]]:
     return compared_stats()
 
 
-def baseline_rows(run: LoadedRun) -> list[dict]:
+def baseline_rows(run: Run) -> list[dict]:
     """The baseline's own rows: full-run values, no change."""
     rows = [{"metric": m, "stat": s, "value": _value(run.derived, m, s), "unit": _metric_unit(m),
              "n": len(run.derived)} for m, s in headline_metrics()]
-    return rows + (_accuracy_rows(run, None) if run.scored is not None else [])
+    return rows + (_accuracy_rows(run, None) if run.scores is not None else [])
 
 
-def candidate_rows(base: LoadedRun, cand: LoadedRun) -> list[dict]:
+def candidate_rows(base: Run, cand: Run) -> list[dict]:
     """A candidate's rows against the baseline: values, changes and intervals."""
     paired = pairable(base, cand)
     base_rows, cand_rows = aligned(base, cand) if paired else (base.derived, cand.derived)
@@ -235,12 +191,12 @@ def candidate_rows(base: LoadedRun, cand: LoadedRun) -> list[dict]:
                           "unit": "fraction"}]
     for row in rows:
         row |= {"paired": paired, "n": len(cand_rows)}
-    if base.scored is not None and cand.scored is not None:
+    if base.scores is not None and cand.scores is not None and base.scorer == cand.scorer:
         rows += _accuracy_rows(base, cand)
     return rows
 
 
-def compare_loaded(runs: Sequence[LoadedRun], baseline: str | None = None) -> pd.DataFrame:
+def compare_loaded(runs: Sequence[Run], baseline: str | None = None) -> pd.DataFrame:
     """compare_runs on runs already loaded; `baseline` is a run_id (default: the first run)."""
     base = next((r for r in runs if r.run_id == baseline), None) if baseline else runs[0]
     if base is None:
@@ -260,10 +216,14 @@ def compare_runs(run_dirs: Sequence[Path | str], baseline: Path | str | None = N
 
     Pairs requests by prompt_id when both runs share the workload spec and seed (`pairable`).
     """
-    runs = [load_run(Path(d)) for d in run_dirs]
+    return compare_loaded([Run.load(d) for d in run_dirs], baseline_run_id(baseline))
+
+
+def baseline_run_id(baseline: Path | str | None) -> str | None:
+    """The run_id a `--baseline` names: a run directory's, or the text itself (None: the first run)."""
     if baseline is not None and Path(baseline).is_dir():
-        baseline = load_run(Path(baseline)).run_id
-    return compare_loaded(runs, baseline)
+        return Run.load(baseline).run_id
+    return None if baseline is None else str(baseline)
 
 
 def _format_change(row: pd.Series) -> tuple[str, str]:

@@ -16,12 +16,17 @@ import numpy as np
 import pandas as pd
 
 from harness.metrics.derive import derive_requests
-from harness.metrics.schema import DISTRIBUTION_UNITS, STAT_UNITS
+from harness.metrics.schema import DERIVED_COLUMNS, DISTRIBUTION_UNITS, STAT_UNITS
 from harness.metrics.stats import describe, weighted_mean
 from harness.metrics.values import floats, ratio
 
 BIN_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms", "e2e_per_token_ms", "decode_tok_s", "accept_length",
                "completion_tokens")
+
+
+def derived_table(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` itself when `derive_requests` already made it (a Run's derived table), else derived now."""
+    return df if set(DERIVED_COLUMNS) <= set(df.columns) else derive_requests(df)
 
 
 def bin_labels(edges: Sequence[float]) -> list[str]:
@@ -40,7 +45,7 @@ def length_bin_index(completion_tokens: np.ndarray, edges: Sequence[float]) -> n
 def by_length_bin(df: pd.DataFrame, edges: Sequence[float]) -> pd.DataFrame:
     """Long table `bin, metric, stat, value, unit`: BIN_METRICS described within each output-length
     bin `[edges[i], edges[i+1])`. Every bin appears (n = 0 when empty); requests outside are left out."""
-    derived = derive_requests(df)
+    derived = derived_table(df)
     index = length_bin_index(floats(derived["completion_tokens"]), edges)
     rows = []
     for i, label in enumerate(bin_labels(edges)):
@@ -82,7 +87,7 @@ def length_matched_throughput(run_df: pd.DataFrame, target_df: pd.DataFrame,
     decode_throughput_mean_of_requests, tpot_ms, e2e_ms, completion_tokens: weighted means.
     Weights come from `length_match_weights`; reweighting a run to itself changes nothing.
     """
-    run = derive_requests(run_df)
+    run = derived_table(run_df)
     completion = floats(run["completion_tokens"])
     weights, coverage = length_match_weights(completion, floats(target_df["completion_tokens"]), edges)
     decode_s = run["decode_ms"].to_numpy(dtype=float) / 1000

@@ -84,7 +84,11 @@ def summarize(df: pd.DataFrame, run_id: str, workload: str) -> pd.DataFrame:
 
     Correctness metrics are added when the table has a `correct` column.
     """
-    derived = derive_requests(df)
+    return summarize_derived(derive_requests(df), run_id, workload)
+
+
+def summarize_derived(derived: pd.DataFrame, run_id: str, workload: str) -> pd.DataFrame:
+    """`summarize` of a table `derive_requests` already made."""
     rows = []
     for metric, unit in DISTRIBUTION_UNITS.items():
         rows += distribution_rows(metric, distribution_samples(derived, metric), unit)

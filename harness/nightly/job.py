@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.run import Run
 from harness.errors import SparkbenchError
 from harness.nightly.config import NightlyConfig
 from harness.nightly.gate import append_history, night_id, pin_baseline, pinned_baseline, verdicts
@@ -30,29 +31,35 @@ def run_workloads(config: NightlyConfig) -> dict[str, Path]:
     return runs
 
 
-def judge(config: NightlyConfig, night: str, baseline: dict[str, str], runs: dict[str, Path]) -> pd.DataFrame:
+def loaded_pairs(baseline: dict[str, str], runs: dict[str, Path]) -> list[tuple[Run, Run]]:
+    """(pinned baseline, tonight's run) of each workload, each run loaded once."""
+    missing = [workload for workload in runs if workload not in baseline]
+    if missing:
+        raise SparkbenchError(f"no pinned baseline for workload {missing[0]}; re-pin with --pin-baseline")
+    return [(Run.load(baseline[workload]), Run.load(run_dir)) for workload, run_dir in runs.items()]
+
+
+def judge(config: NightlyConfig, night: str, pairs: list[tuple[Run, Run]]) -> pd.DataFrame:
     """Compare each workload's run with its baseline; gate it; record the night in the history."""
-    from harness.analysis.compare import compare_runs
+    from harness.analysis.compare import compare_loaded
 
     tables = []
-    for workload, run_dir in runs.items():
-        if workload not in baseline:
-            raise SparkbenchError(f"no pinned baseline for workload {workload}; re-pin with --pin-baseline")
-        comparison = compare_runs([baseline[workload], run_dir], baseline=baseline[workload])
+    for base, tonight in pairs:
+        comparison = compare_loaded([base, tonight], base.run_id)
         table = verdicts(comparison, config)
         append_history(config, night, comparison, table)
         tables.append(table)
     return pd.concat(tables, ignore_index=True)
 
 
-def write_report(config: NightlyConfig, night: str, baseline: dict[str, str], runs: dict[str, Path]) -> Path:
+def write_report(config: NightlyConfig, night: str, pairs: list[tuple[Run, Run]]) -> Path:
     from harness.nightly.trend import trend_plot
     from harness.report.report import build_report
 
     out = config.state_dir / "reports" / night
     trend = trend_plot(pd.read_csv(config.history_file), out)
-    html, _ = build_report([*[Path(p) for p in baseline.values()], *runs.values()], out,
-                           baseline=next(iter(baseline.values())), extra_images=trend)
+    runs = [base for base, _ in pairs] + [tonight for _, tonight in pairs]
+    html, _ = build_report(runs, out, baseline=pairs[0][0].run_id, extra_images=trend)
     return html
 
 
@@ -66,8 +73,9 @@ def run_night(config: NightlyConfig, pin: bool = False) -> int:
             pin_baseline(config, runs)
             print(f"baseline pinned for {', '.join(runs)}: {config.baseline_file}")
             return PASS
-        table = judge(config, night, baseline, runs)
-        report = write_report(config, night, baseline, runs)
+        pairs = loaded_pairs(baseline, runs)
+        table = judge(config, night, pairs)
+        report = write_report(config, night, pairs)
     except SparkbenchError as exc:
         print(f"sparkbench nightly: could not run: {exc}", file=sys.stderr)
         return COULD_NOT_RUN

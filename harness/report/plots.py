@@ -1,9 +1,9 @@
 """Figures of measured runs and of the published ladder, each written as PNG and SVG.
 
-Every function takes loaded runs (`harness.analysis.compare.load_run`: manifest, derived per-request table,
+Every function takes loaded runs (`harness.analysis.run.Run`: manifest, derived per-request table,
 summary) and an output folder, and returns the paths it wrote. Figures are matplotlib `Figure`
 objects rendered by the Agg canvas, so nothing depends on pyplot's global state or the session's
-backend. Runs are named by `run_label`: run_id and scale, so a REDUCED SCALE test-bed run is never
+backend. Runs are named by `Run.label`: run_id and scale, so a REDUCED SCALE test-bed run is never
 mistaken for a measurement of the published setup.
 """
 
@@ -17,8 +17,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from harness.analysis.compare import LoadedRun, accept_parts, decode_parts, run_label
+from harness.analysis.compare import accept_parts, decode_parts
 from harness.analysis.reference import QUOTED, ladder, ladder_provenance, load_reference, published_gains
+from harness.analysis.run import Run
 from harness.analysis.stats import bootstrap_ratio_of_sums
 from harness.records.rundir import SCALE_LABEL
 
@@ -36,9 +37,9 @@ def new_figure(width: float, height: float) -> Figure:
     return fig
 
 
-def _footnote(fig: Figure, runs: Sequence[LoadedRun]) -> None:
+def _footnote(fig: Figure, runs: Sequence[Run]) -> None:
     """State the scale under the figure when any run is on the reduced test bed."""
-    if any(str(r.manifest.get("scale", "")).startswith("REDUCED SCALE") for r in runs):
+    if any(r.reduced_scale for r in runs):
         fig.supxlabel(SCALE_LABEL, fontsize=8, color="#a00000")
 
 
@@ -56,7 +57,7 @@ def _finite(values: np.ndarray) -> np.ndarray:
     return values[np.isfinite(values)]
 
 
-def plot_decode_throughput(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
+def plot_decode_throughput(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     """Horizontal bars: each run's aggregate decode throughput, tok/s, with its 95% bootstrap
     interval (requests resampled, `bootstrap_ratio_of_sums`), the value printed on the bar."""
     fig = new_figure(10, 1.6 + 0.8 * len(runs))
@@ -72,7 +73,7 @@ def plot_decode_throughput(runs: Sequence[LoadedRun], out_dir: Path) -> list[Pat
         ax.text(end, i, f"  {point:.2f} tok/s\n  95% CI {low:.2f} - {high:.2f}\n  {len(run.derived)} requests",
                 ha="left", va="center", fontsize=8)
     ax.set_xlim(0, right * 1.35 if right > 0 else 1)
-    ax.set_yticks(range(len(runs)), [run_label(r) for r in runs], fontsize=8)
+    ax.set_yticks(range(len(runs)), [r.label for r in runs], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("decode throughput, tokens/s = sum(output tokens - 1) / sum(first token to [DONE] time)")
     ax.set_title("Decode throughput per run (aggregate over requests), 95% bootstrap interval")
@@ -87,7 +88,7 @@ def _time_unit(samples: Sequence[np.ndarray]) -> tuple[str, float]:
     return ("s", 1000.0) if longest >= 10_000 else ("ms", 1.0)
 
 
-def plot_latency_cdf(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
+def plot_latency_cdf(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     """Empirical CDF of end-to-end latency per run, P50 and P95 marked (numpy linear percentiles,
     as in the run summary) and their values in the legend."""
     samples = [_finite(r.derived["e2e_ms"]) for r in runs]
@@ -102,7 +103,7 @@ def plot_latency_cdf(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
         ax.step(np.r_[x[0], x], np.arange(x.size + 1) / x.size, where="post", color=_color(i), lw=1.8)
         p50, p95 = np.percentile(x, [50, 95])
         ax.plot([p50, p95], [0.50, 0.95], "o", color=_color(i), ms=8, mec="black",
-                label=f"{run_label(run)}\n  P50 {p50:.4g} {unit}, P95 {p95:.4g} {unit}, n={x.size}")
+                label=f"{run.label}\n  P50 {p50:.4g} {unit}, P95 {p95:.4g} {unit}, n={x.size}")
     for level in (0.50, 0.95):
         ax.axhline(level, color="grey", ls=":", lw=1)
         ax.text(ax.get_xlim()[0], level, f" P{int(level * 100)}", va="bottom", fontsize=8, color="grey")
@@ -117,7 +118,7 @@ def plot_latency_cdf(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
     return save(fig, out_dir, "latency_cdf")
 
 
-def plot_tpot_vs_length(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
+def plot_tpot_vs_length(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     """One point per request: TPOT (ms per output token after the first) against output length."""
     fig = new_figure(10, 5.5)
     ax = fig.add_subplot()
@@ -127,7 +128,7 @@ def plot_tpot_vs_length(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
         keep = np.isfinite(tokens) & np.isfinite(tpot)
         mean = tpot[keep].mean() if keep.any() else float("nan")
         ax.scatter(tokens[keep], tpot[keep], s=36, alpha=0.7, color=_color(i), marker="os^Dv<>p"[i % 8],
-                   edgecolor="black", lw=0.4, label=f"{run_label(run)}: mean {mean:.3g} ms, n={keep.sum()}")
+                   edgecolor="black", lw=0.4, label=f"{run.label}: mean {mean:.3g} ms, n={keep.sum()}")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     ax.set_xlabel("output length, tokens (completion_tokens reported by the server)")
     ax.set_ylabel("TPOT, ms per token = (e2e - TTFT) / (tokens - 1)")
@@ -138,7 +139,7 @@ def plot_tpot_vs_length(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
     return save(fig, out_dir, "tpot_vs_output_length")
 
 
-def _histogram_panels(runs: Sequence[LoadedRun], title: str) -> tuple[Figure, list]:
+def _histogram_panels(runs: Sequence[Run], title: str) -> tuple[Figure, list]:
     fig = new_figure(10, 1.2 + 2.2 * len(runs))
     # A shared axis lets the eye compare runs: the same length sits at the same place in every panel.
     axes = fig.subplots(len(runs), 1, squeeze=False, sharex=True)[:, 0]
@@ -158,14 +159,14 @@ def _histogram(ax, values: np.ndarray, color: str) -> None:
     ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
 
 
-def plot_accept_length(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
+def plot_accept_length(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     """Per-request accept length (tokens per verify round), one panel per run; the token-weighted
     run value (total tokens / total rounds) as a line; a note where the run did not speculate."""
     fig, axes = _histogram_panels(runs, "Speculative decoding: accept length per request "
                                         "(tokens per verify round, bonus token included)")
     for i, (ax, run) in enumerate(zip(axes, runs)):
         lengths = _finite(run.derived["accept_length"])
-        ax.set_title(run_label(run), fontsize=9)
+        ax.set_title(run.label, fontsize=9)
         if lengths.size == 0:
             ax.text(0.5, 0.5, NO_SPECULATION, transform=ax.transAxes, ha="center", va="center", fontsize=11)
             ax.set_yticks([])
@@ -181,12 +182,12 @@ def plot_accept_length(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
     return save(fig, out_dir, "accept_length")
 
 
-def plot_output_length(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
+def plot_output_length(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     """Distribution of output length per run (completion_tokens), mean and median marked."""
     fig, axes = _histogram_panels(runs, "Output length per request (completion_tokens), one panel per run")
     for i, (ax, run) in enumerate(zip(axes, runs)):
         tokens = _finite(run.derived["completion_tokens"])
-        ax.set_title(run_label(run), fontsize=9)
+        ax.set_title(run.label, fontsize=9)
         if tokens.size == 0:
             ax.text(0.5, 0.5, "no completed requests", transform=ax.transAxes, ha="center", va="center")
             continue
@@ -233,7 +234,7 @@ def plot_published_ladder(out_dir: Path) -> list[Path]:
     return save(fig, out_dir, "published_ladder")
 
 
-def plot_all(runs: Sequence[LoadedRun], out_dir: Path) -> list[Path]:
+def plot_all(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     """Every figure of the runs and the published ladder; the paths written (PNG and SVG)."""
     out_dir = Path(out_dir)
     paths: list[Path] = []

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.compare import LoadedRun, compare_loaded, load_run, run_label
+from harness.analysis.compare import baseline_run_id, compare_loaded
 from harness.analysis.reference import provenance_notes, reference_table, reference_text
 from harness.analysis.roofline import RooflineInputs
-from harness.analysis.tables import headline, power_note, roofline_of, stream_warning
+from harness.analysis.run import Run
+from harness.analysis.tables import headline, power_note, stream_warning
 from harness.metrics.roofline import Roofline
-from harness.records.rundir import engine_and_api
 from harness.report.plots import plot_all
 from harness.report.roofline_plots import plot_published_roofline, plot_run_roofline
 
@@ -51,7 +51,7 @@ LEGEND = ("change = value / baseline - 1 (accuracy: difference in percentage poi
           "interval (accuracy: Agresti-Min interval, exact McNemar p); paired = requests matched by prompt_id.")
 
 
-def manifest_facts(run: LoadedRun) -> dict[str, str]:
+def manifest_facts(run: Run) -> dict[str, str]:
     """The provenance a reader needs first, as strings (missing facts say so)."""
     m = run.manifest
     info = (m.get("server") or {}).get("server_info") or {}
@@ -59,7 +59,7 @@ def manifest_facts(run: LoadedRun) -> dict[str, str]:
     return {
         "run_id": m.get("run_id", ""), "status": str(m.get("status")), "scale": str(m.get("scale")),
         "workload": m.get("workload", {}).get("name", ""), "requests recorded": str(m.get("requests_recorded")),
-        "server version": str(info.get("version", "not recorded")), "engine / api": " / ".join(map(str, engine_and_api(m))),
+        "server version": str(info.get("version", "not recorded")), "engine / api": " / ".join(map(str, run.engine_and_api)),
         "server URL": str(m.get("server_url")), "model": str(info.get("model_path", "not recorded")),
         "started / ended": f"{m.get('started_at')} / {m.get('ended_at')}",
         "harness commit": str((m.get("git") or {}).get("commit")),
@@ -95,12 +95,12 @@ def as_text(frame: pd.DataFrame, number: str) -> pd.DataFrame:
     return frame.apply(lambda column: column.map(cell))
 
 
-def headline_view(run: LoadedRun) -> pd.DataFrame:
+def headline_view(run: Run) -> pd.DataFrame:
     """The run's headline summary (tables.headline) with numbers as strings."""
     return as_text(headline(run.summary).reset_index(), "{:.4g}")
 
 
-def sample_outputs(run: LoadedRun) -> pd.DataFrame:
+def sample_outputs(run: Run) -> pd.DataFrame:
     """The first requests' outputs, cut to SAMPLE_CHARS characters."""
     rows = run.derived.head(SAMPLE_OUTPUTS)
     return pd.DataFrame({
@@ -110,7 +110,7 @@ def sample_outputs(run: LoadedRun) -> pd.DataFrame:
     })
 
 
-def roofline_energy_lines(run: LoadedRun, roofline: tuple[Roofline | None, str]) -> str:
+def roofline_energy_lines(run: Run, roofline: tuple[Roofline | None, str]) -> str:
     """How the run's energy was measured, and its decode roofline with every assumption."""
     found, why = roofline
     lines = [f"energy: {power_note(run.manifest)}"]
@@ -118,7 +118,7 @@ def roofline_energy_lines(run: LoadedRun, roofline: tuple[Roofline | None, str])
     return "\n".join(lines)
 
 
-def reference_view(runs: Sequence[LoadedRun]) -> pd.DataFrame:
+def reference_view(runs: Sequence[Run]) -> pd.DataFrame:
     """Published figures beside the runs (`reference_table`), 6 significant digits, figures the
     sources do not state as such marked `*` (`provenance_notes` says how each was derived)."""
     return reference_text(reference_table([r.summary for r in runs])).reset_index()
@@ -137,18 +137,18 @@ def html_table(frame: pd.DataFrame, pre_columns: Sequence[str] = ()) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _facts_frame(run: LoadedRun) -> pd.DataFrame:
+def _facts_frame(run: Run) -> pd.DataFrame:
     return pd.DataFrame(list(manifest_facts(run).items()), columns=["fact", "value"])
 
 
-def render_html(runs: Sequence[LoadedRun], comparison: pd.DataFrame, figures: Sequence[Path],
+def render_html(runs: Sequence[Run], comparison: pd.DataFrame, figures: Sequence[Path],
                 rooflines: Sequence[tuple[Roofline | None, str]]) -> str:
     generated = datetime.now(UTC).isoformat(timespec="seconds")
     baseline = html.escape(str(comparison["baseline_run_id"].iloc[0]))
     parts = [f"<h1>sparkbench report: {len(runs)} run(s)</h1>",
              f"<p>Generated {generated}. Baseline: {baseline}.</p>", "<h2>Runs</h2>"]
     for run in runs:
-        parts += [f"<h3>{html.escape(run_label(run))}</h3>",
+        parts += [f"<h3>{html.escape(run.label)}</h3>",
                   f"<p class='scale'>scale: {html.escape(str(run.manifest.get('scale')))}</p>",
                   *(f"<p class='scale'>{html.escape(w)}</p>" for w in [stream_warning(run.summary)] if w),
                   html_table(_facts_frame(run), pre_columns=["value"])]
@@ -158,7 +158,7 @@ def render_html(runs: Sequence[LoadedRun], comparison: pd.DataFrame, figures: Se
               f"<pre>{html.escape(chr(10).join(provenance_notes()))}</pre>"]
     parts.append("<h2>Headline summary per run</h2>")
     for run, roofline in zip(runs, rooflines):
-        parts += [f"<h3>{html.escape(run_label(run))}</h3>", html_table(headline_view(run)),
+        parts += [f"<h3>{html.escape(run.label)}</h3>", html_table(headline_view(run)),
                   f"<pre>{html.escape(roofline_energy_lines(run, roofline))}</pre>"]
     parts.append("<h2>Figures</h2>")
     for png in (p for p in figures if p.suffix == ".png"):
@@ -168,7 +168,7 @@ def render_html(runs: Sequence[LoadedRun], comparison: pd.DataFrame, figures: Se
                      f"<figcaption>{caption}</figcaption></figure>")
     parts.append("<h2>Sample outputs</h2>")
     for run in runs:
-        parts += [f"<h3>{html.escape(run_label(run))}</h3>",
+        parts += [f"<h3>{html.escape(run.label)}</h3>",
                   html_table(sample_outputs(run), pre_columns=["output_text"])]
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>sparkbench report</title>"
             f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>\n")
@@ -190,18 +190,18 @@ def md_table(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def render_markdown(runs: Sequence[LoadedRun], comparison: pd.DataFrame, figures: Sequence[Path],
+def render_markdown(runs: Sequence[Run], comparison: pd.DataFrame, figures: Sequence[Path],
                     out_dir: Path, rooflines: Sequence[tuple[Roofline | None, str]]) -> str:
     parts = [f"# sparkbench report: {len(runs)} run(s)",
              f"Baseline: {md_text(comparison['baseline_run_id'].iloc[0])}.", "## Runs"]
     for run in runs:
-        parts += [f"### {md_text(run_label(run))}", *(f"**{md_text(w)}**" for w in [stream_warning(run.summary)] if w),
+        parts += [f"### {md_text(run.label)}", *(f"**{md_text(w)}**" for w in [stream_warning(run.summary)] if w),
                   md_table(_facts_frame(run))]
     parts += ["## Comparison against the baseline", md_text(LEGEND), md_table(comparison_view(comparison)),
               "## Published figures beside the runs", md_table(reference_view(runs)),
               "\n".join(f"- {md_text(note)}" for note in provenance_notes()), "## Headline summary per run"]
     for run, roofline in zip(runs, rooflines):
-        parts += [f"### {md_text(run_label(run))}", md_table(headline_view(run)),
+        parts += [f"### {md_text(run.label)}", md_table(headline_view(run)),
                   "```\n" + roofline_energy_lines(run, roofline) + "\n```"]
     parts.append("## Figures")
     for png in (p for p in figures if p.suffix == ".png"):
@@ -209,7 +209,7 @@ def render_markdown(runs: Sequence[LoadedRun], comparison: pd.DataFrame, figures
         parts.append(f"![{md_text(CAPTIONS.get(png.stem, png.stem))}]({link})")
     parts.append("## Sample outputs")
     for run in runs:
-        parts += [f"### {md_text(run_label(run))}", md_table(sample_outputs(run))]
+        parts += [f"### {md_text(run.label)}", md_table(sample_outputs(run))]
     return "\n\n".join(parts) + "\n"
 
 
@@ -219,23 +219,22 @@ def find_run_dirs(root: Path | str) -> list[Path]:
     return sorted(path.parent for path in Path(root).glob("*/manifest.json"))
 
 
-def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str, baseline: Path | str | None = None,
+def build_report(runs: Sequence[Run | Path | str], out_dir: Path | str, baseline: Path | str | None = None,
                  extra_images: Sequence[Path] = (), inputs: RooflineInputs = RooflineInputs()) -> tuple[Path, Path]:
     """Write report.html, report.md and plots/ into out_dir; return (html_path, md_path).
 
-    `baseline` is a run directory or run_id (default: the first run). `extra_images`: figures made
-    elsewhere (PNG embedded, others ignored), shown after the run figures. `inputs`: the model
-    config and ceiling for the runs' decode rooflines, where the runs do not name them.
+    `runs`: loaded runs or run directories (loaded with `inputs`: the model config and ceiling of
+    their decode rooflines, where the runs do not name them). `baseline` is a run directory or
+    run_id (default: the first run). `extra_images`: figures made elsewhere (PNG embedded, others
+    ignored), shown after the run figures.
     """
     out_dir = Path(out_dir)
-    runs = [load_run(Path(d), inputs) for d in run_dirs]
-    if baseline is not None and Path(baseline).is_dir():
-        baseline = load_run(Path(baseline)).run_id
-    comparison = compare_loaded(runs, baseline)
-    rooflines = [roofline_of(run.manifest, run.derived, run.summary, inputs) for run in runs]
+    runs = [run if isinstance(run, Run) else Run.load(run, inputs) for run in runs]
+    comparison = compare_loaded(runs, baseline_run_id(baseline))
+    rooflines = [run.roofline for run in runs]
     plots = out_dir / "plots"
     figures = [*plot_all(runs, plots), *plot_published_roofline(plots),
-               *plot_run_roofline([run_label(r) for r in runs], [found for found, _ in rooflines], plots),
+               *plot_run_roofline([r.label for r in runs], [found for found, _ in rooflines], plots),
                *map(Path, extra_images)]
     html_path, md_path = out_dir / "report.html", out_dir / "report.md"
     html_path.write_text(render_html(runs, comparison, figures, rooflines), encoding="utf-8")

@@ -15,17 +15,17 @@ from typing import Any
 
 import pandas as pd
 
-from harness.engines.base import Backend
-from harness.engines.base import ServerHTTPError
+from harness.analysis.run import Run
+from harness.engines.base import Backend, ServerHTTPError
 from harness.engines.detect import AUTO, detect_engine, make_backend
 from harness.engines.prometheus import accept_length_from_counters, counter_delta
 from harness.guard.preflight import prefix_cache_report, startup_guard
 from harness.guard.profiles import Profile, load_profile
-from harness.records.requests import load_requests
 from harness.records.rundir import SCALE_LABEL, RunDir, new_run_id
 from harness.run.embedded import DEFAULT_PROFILE, EmbeddedServer, embedded_server
 from harness.run.runner import RunAborted, RunOptions, execute, snapshot_server
 from workloads import Plan
+
 
 @dataclass(frozen=True)
 class Target:
@@ -112,8 +112,10 @@ def run_workload(
     try:
         execute(backend, options, workload, run)
     finally:
-        requests = _after_run(run, target)
-    _post_run_guard(run, requests, guard=guard and target.profile is not None)
+        finished = Run(run.path, run.manifest)  # shares the manifest that _after_run completes
+        _after_run(run, target, finished.requests)
+        finished.write_tables()  # whatever stopped the run
+    _post_run_guard(run, finished.requests, guard=guard and target.profile is not None)
     return run
 
 
@@ -133,17 +135,16 @@ def run_manifest(target: Target, backend: Backend, snapshot: dict[str, Any], spe
     return {
         "workload": spec, "workload_config": plan.config.model_dump(mode="json"), "sampling": spec.get("sampling"),
         "server_url": target.base_url, "engine": backend.engine, "api": backend.name, "scale": target.scale,
-        "server": snapshot, "profile": target.profile.to_dict() if target.profile else None,
+        "reduced_scale": target.reduced, "server": snapshot, "profile": target.profile.to_dict() if target.profile else None,
         "launched_server": None if target.embedded is None else {
             "profile": target.embedded.profile, "model_dir": str(target.embedded.model_dir)},
         "options": options.model_dump(mode="json", include={"warmup", "concurrency", "request_timeout_s"}),
     }
 
 
-def _after_run(run: RunDir, target: Target) -> pd.DataFrame:
-    """Facts only known once requests are on disk: stream mode, prefix-cache hits, counters, log.
-    Returns the run's request table."""
-    frame = load_requests(run.path)
+def _after_run(run: RunDir, target: Target, frame: pd.DataFrame) -> None:
+    """Facts only known once requests are on disk (`frame`): stream mode, prefix-cache hits,
+    counters, server log."""
     modes = sorted(set(frame["stream_mode"]) - {"unknown"}) or ["unknown"]
     cached = frame["cached_tokens"].fillna(0)
     hits = int((cached > 0).sum())
@@ -155,7 +156,6 @@ def _after_run(run: RunDir, target: Target) -> pd.DataFrame:
               file=sys.stderr, flush=True)
     if target.embedded and target.embedded.log_path.exists():
         shutil.copy(target.embedded.log_path, run.path / "server.log")
-    return frame
 
 
 def _counter_summary(counters: dict[str, Any]) -> dict[str, Any]:

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.compare import compare_runs, format_comparison, load_run
+from harness.analysis.compare import compare_runs, format_comparison
 from harness.analysis.roofline import RooflineInputs
+from harness.analysis.run import Run
 from harness.records.rundir import SCALE_LABEL
 from harness.report.plots import plot_all
 from harness.report.report import build_report, find_run_dirs
@@ -129,7 +130,7 @@ def test_gsm8k_accuracy_change_with_exact_mcnemar(tmp_path):
 
 
 def test_every_figure_is_a_valid_png_or_svg(two_runs, tmp_path):
-    paths = plot_all([load_run(d) for d in two_runs], tmp_path / "plots")
+    paths = plot_all([Run.load(d) for d in two_runs], tmp_path / "plots")
     assert {p.suffix for p in paths} == {".png", ".svg"} and len(paths) == 12
     for path in paths:
         data = path.read_bytes()
@@ -176,20 +177,19 @@ def test_find_run_dirs_lists_runs_in_start_order(two_runs):
 
 
 def test_report_embeds_extra_images(two_runs, tmp_path):
-    extra = plot_all([load_run(two_runs[0])], tmp_path / "elsewhere")[0]
+    extra = plot_all([Run.load(two_runs[0])], tmp_path / "elsewhere")[0]
     html_path, md_path = build_report(list(two_runs), tmp_path / "report", extra_images=[extra])
     assert html_path.read_text(encoding="utf-8").count("data:image/png;base64,") == 8
     assert "](../elsewhere/decode_throughput.png)" in md_path.read_text(encoding="utf-8")
 
 
-def test_a_run_with_buffered_streams_warns_in_the_summary_and_the_report(tmp_path, capsys):
-    from harness.analysis.tables import print_run_summary
+def test_a_run_with_buffered_streams_warns_in_the_summary_and_the_report(tmp_path):
+    from harness.analysis.tables import format_run_summary
 
     records = [build_record(chunks=[(20.0 + 3.0 * k, 1) for k in range(32)], seq=i) for i in range(3)]
     records.append(build_record(chunks=[(120.0, 32)], seq=3))  # the whole answer in one chunk
     run_dir = write_run(tmp_path / "results", "20260101T000000Z-buffered", records, SYNTHETIC)
-    print_run_summary(run_dir)
     warning = "1 of 4 requests did not stream their decode (buffered 1, sparse 1)"
-    assert warning in capsys.readouterr().out
+    assert warning in format_run_summary(Run.load(run_dir))
     html_path, md_path = build_report([run_dir], tmp_path / "report")
     assert warning in html_path.read_text() and warning in md_path.read_text()

@@ -1,0 +1,168 @@
+"""One recorded run, read once: `Run.load(path)`.
+
+The manifest is read when the run is loaded (a folder that is no run fails there, in one line);
+everything else is computed on first use and kept: the request records, the scores of a scored
+workload (its registered scorer), the derived per-request table, and the long summary. Compare,
+plots, report, the nightly job and the notebook all take `Run` objects, so no stage reads or
+derives a run twice. `write_tables` leaves `summary.csv` (and a scored workload's
+`questions.parquet`) beside the records; the runner calls it when a run ends, whatever its status.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.analysis.roofline import RooflineInputs, roofline_values, run_roofline
+from harness.metrics import SUMMARY_COLUMNS, derive_requests
+from harness.metrics.catalogue import CATALOGUE
+from harness.metrics.energy import run_energy
+from harness.metrics.roofline import ROOFLINE_UNITS, Roofline
+from harness.metrics.summary import summarize_derived
+from harness.metrics.values import floats
+from harness.power.sampler import load_power_samples
+from harness.records.requests import load_requests
+from harness.records.rundir import engine_and_api, load_manifest
+from workloads import Scorer
+from workloads.registry import scorer_for
+
+SUMMARY_NAME = "summary.csv"
+QUESTIONS_NAME = "questions.parquet"  # a scored workload's table: prompt, output, gold, predictions, flags
+ROW_COLUMNS = ["metric", "stat", "value", "unit"]
+LEGACY_REDUCED_PREFIX = "REDUCED SCALE"  # how SCALE_LABEL begins
+
+
+class Run:
+    """A run directory: manifest, records, scores, derived table and summary, each read once."""
+
+    def __init__(self, path: Path | str, manifest: dict[str, Any], inputs: RooflineInputs = RooflineInputs()) -> None:
+        self.path = Path(path)
+        self.manifest = manifest
+        self.inputs = inputs  # what the decode roofline needs where the run does not say it
+
+    @classmethod
+    def load(cls, path: Path | str, inputs: RooflineInputs = RooflineInputs()) -> Run:
+        return cls(path, load_manifest(Path(path)), inputs)
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest["run_id"]
+
+    @property
+    def workload(self) -> str:
+        return self.manifest["workload"]["name"]
+
+    @property
+    def reduced_scale(self) -> bool:
+        """Whether the run served the test bed's tiny model. Manifests written before the flag
+        existed say so only in their scale label."""
+        if "reduced_scale" in self.manifest:
+            return bool(self.manifest["reduced_scale"])
+        return str(self.manifest.get("scale") or "").startswith(LEGACY_REDUCED_PREFIX)
+
+    @property
+    def scale_note(self) -> str:
+        """A short scale label: the reduced CPU test bed, else the recorded scale."""
+        return "REDUCED SCALE CPU test bed" if self.reduced_scale else str(self.manifest.get("scale") or
+                                                                          "scale not recorded")
+
+    @property
+    def label(self) -> str:
+        """How figures and tables name the run: its run_id and its scale."""
+        return f"{self.run_id} ({self.scale_note})"
+
+    @property
+    def engine_and_api(self) -> tuple[str | None, str | None]:
+        return engine_and_api(self.manifest)
+
+    @cached_property
+    def requests(self) -> pd.DataFrame:
+        """The per-request records as stored."""
+        return load_requests(self.path)
+
+    @cached_property
+    def scorer(self) -> Scorer | None:
+        return scorer_for(self.workload)
+
+    @cached_property
+    def scores(self) -> pd.DataFrame | None:
+        """One row per question of a scored workload (its scorer's table); None otherwise."""
+        if self.scorer is None or self.requests.empty:
+            return None
+        return self.scorer.score(self.requests)
+
+    @cached_property
+    def derived(self) -> pd.DataFrame:
+        """The records with every derived column, and a boolean `correct` where the run is scored."""
+        requests = self.requests
+        if self.scores is not None:
+            flags = self.scores[["prompt_id", self.scorer.correct]].rename(columns={self.scorer.correct: "correct"})
+            requests = requests.merge(flags, on="prompt_id", how="left")
+        return derive_requests(requests)
+
+    @cached_property
+    def speed(self) -> pd.DataFrame:
+        """The summary rows computed from the derived table (speed, and correctness where scored)."""
+        return summarize_derived(self.derived, self.run_id, self.workload)
+
+    @cached_property
+    def roofline(self) -> tuple[Roofline | None, str]:
+        """The decode roofline (harness.analysis.roofline) at the run's mean decode context,
+        `mean(prompt_tokens + completion_tokens / 2)` tokens, or None and why not."""
+        values = self.speed[self.speed["stat"] == "value"].set_index("metric")["value"]
+        context = (floats(self.requests["prompt_tokens"]) + floats(self.requests["completion_tokens"]) / 2).mean()
+        return run_roofline(self.manifest, values.to_dict(), float(context), self.inputs)
+
+    @cached_property
+    def summary(self) -> pd.DataFrame:
+        """The long summary (SUMMARY_COLUMNS): `speed`, then the server's counters, energy, the
+        scorer's accuracy rows and the decode roofline."""
+        parts = [counter_rows(self.manifest), energy_rows(self.path, self.manifest, self.requests)]
+        if self.scores is not None:
+            parts.append(self.scorer.summary(self.scores))
+        parts.append(roofline_rows(self.roofline[0]))
+        labelled = [part.assign(run_id=self.run_id, workload=self.workload)[list(SUMMARY_COLUMNS)] for part in parts]
+        return pd.concat([self.speed, *labelled], ignore_index=True)
+
+    @cached_property
+    def questions(self) -> pd.DataFrame | None:
+        """A scored workload's per-question table with each prompt and output; None otherwise."""
+        if self.scores is None:
+            return None
+        return self.scores.merge(self.requests[["prompt_id", "prompt_text", "output_text"]], on="prompt_id")
+
+    def write_tables(self) -> list[Path]:
+        """Write summary.csv (and questions.parquet for a scored run) into the run directory."""
+        written = [self.path / SUMMARY_NAME]
+        self.summary.to_csv(written[0], index=False)
+        if self.questions is not None:
+            written.append(self.path / QUESTIONS_NAME)
+            self.questions.to_parquet(written[1], index=False)
+        return written
+
+
+def counter_rows(manifest: dict) -> pd.DataFrame:
+    """Run-level accept length from the server's own counters (delta over the measured requests),
+    set beside the per-request figures as a cross-check; empty when the server keeps none."""
+    value = (manifest.get("server_counters") or {}).get("accept_length")
+    metric = CATALOGUE["accept_length_server_counters"]
+    rows = [] if value is None else [(metric.name, "value", value, metric.unit)]
+    return pd.DataFrame(rows, columns=ROW_COLUMNS)
+
+
+def energy_rows(run_dir: Path, manifest: dict, requests: pd.DataFrame) -> pd.DataFrame:
+    """Energy per output token and power (harness.metrics.energy) from the run's power samples;
+    every figure NaN ("not measured") when no sensor answered."""
+    sensors = (manifest.get("power") or {}).get("sensors") or []
+    values = run_energy(requests, load_power_samples(run_dir), sensors)
+    return pd.DataFrame([(metric, "value", value, CATALOGUE[metric].unit) for metric, value in values.items()],
+                        columns=ROW_COLUMNS)
+
+
+def roofline_rows(roofline: Roofline | None) -> pd.DataFrame:
+    """ROOFLINE_UNITS rows; NaN when the run has no roofline."""
+    return pd.DataFrame([(metric, "value", value, ROOFLINE_UNITS[metric])
+                         for metric, value in roofline_values(roofline).items()], columns=ROW_COLUMNS)

@@ -1,0 +1,81 @@
+"""The Run object: a run directory read once, computed lazily once, used by compare and report;
+its derived tables are written when the run ends, whatever stopped it."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+import harness.analysis.run as run_module
+from harness.analysis.compare import compare_loaded
+from harness.analysis.run import Run
+from harness.engines.base import ServerUnreachable
+from harness.records.rundir import SCALE_LABEL
+from harness.run.bench import Target, run_workload
+from harness.run.runner import RunAborted, RunOptions
+from tests.unit.test_report import SYNTHETIC, synthetic_records, write_run
+from tests.unit.test_runner import ListWorkload, ScriptedBackend
+from workloads import Plan
+from workloads.synthetic import SyntheticConfig
+
+DERIVE = run_module.derive_requests
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    return [write_run(tmp_path, f"2026010{i}T000000Z-synthetic", synthetic_records(10.0 + i), SYNTHETIC)
+            for i in (1, 2)]
+
+
+def test_each_run_is_derived_once_whatever_uses_it(two_runs, monkeypatch):
+    calls = []
+    monkeypatch.setattr(run_module, "derive_requests", lambda df: calls.append(1) or DERIVE(df))
+    runs = [Run.load(d) for d in two_runs]
+    compare_loaded(runs)
+    for run in runs:
+        assert not run.summary.empty and run.derived is run.derived
+    assert len(calls) == 2
+
+
+def test_a_folder_that_is_no_run_fails_on_load(tmp_path):
+    with pytest.raises(Exception, match="no manifest.json"):
+        Run.load(tmp_path)
+
+
+@pytest.mark.parametrize("manifest, reduced", [
+    ({"reduced_scale": True, "scale": SCALE_LABEL}, True),
+    ({"reduced_scale": False, "scale": "as configured"}, False),
+    ({"scale": SCALE_LABEL}, True),  # written before the flag existed
+    ({"scale": "as configured"}, False),
+    ({}, False),
+])
+def test_reduced_scale_is_a_flag_and_old_labels_still_count(manifest, reduced):
+    run = Run("/nowhere", {"run_id": "r", "workload": {"name": "synthetic"}, **manifest})
+    assert run.reduced_scale is reduced
+    assert ("REDUCED SCALE CPU test bed" in run.label) is reduced
+
+
+def _plan(count: int) -> Plan:
+    return Plan(SyntheticConfig(), lambda snapshot: ListWorkload(count))
+
+
+def test_a_finished_run_leaves_its_summary_and_says_its_scale(tmp_path):
+    options = RunOptions(base_url="http://x", warmup=0, show_progress=False, power_interval_s=0.0)
+    run = run_workload(Target(base_url="http://x"), ScriptedBackend(), _plan(3), options, tmp_path)
+    summary = pd.read_csv(run.path / "summary.csv")
+    assert summary.loc[summary["metric"] == "requests", "value"].item() == 3
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    assert manifest["reduced_scale"] is False and manifest["workload_config"]["num_prompts"] is None
+
+
+def test_an_interrupted_run_still_leaves_its_summary(tmp_path):
+    options = RunOptions(base_url="http://x", warmup=0, show_progress=False, power_interval_s=0.0)
+    backend = ScriptedBackend({"p2": ServerUnreachable("gone")})
+    with pytest.raises(RunAborted):
+        run_workload(Target(base_url="http://x"), backend, _plan(4), options, tmp_path)
+    [run_dir] = [p for p in tmp_path.iterdir() if p.is_dir()]
+    summary = pd.read_csv(run_dir / "summary.csv")
+    assert summary.loc[summary["metric"] == "requests", "value"].item() == 2
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
