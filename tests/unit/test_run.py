@@ -11,7 +11,6 @@ import pytest
 import harness.analysis.run as run_module
 from harness.analysis.compare import compare_loaded
 from harness.analysis.run import Run
-from harness.engines.base import ServerUnreachable
 from harness.records.rundir import SCALE_LABEL
 from harness.run.bench import Target, run_workload
 from harness.run.runner import RunAborted, RunOptions
@@ -72,7 +71,7 @@ def test_a_finished_run_leaves_its_summary_and_says_its_scale(tmp_path):
 
 def test_an_interrupted_run_still_leaves_its_summary(tmp_path):
     options = RunOptions(base_url="http://x", warmup=0, show_progress=False, power_interval_s=0.0)
-    backend = ScriptedBackend({"p2": ServerUnreachable("gone")})
+    backend = ScriptedBackend({"p2": KeyboardInterrupt()})  # Ctrl-C during the third request
     with pytest.raises(RunAborted):
         run_workload(Target(base_url="http://x"), backend, _plan(4), options, tmp_path)
     [run_dir] = [p for p in tmp_path.iterdir() if p.is_dir()]
