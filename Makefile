@@ -29,7 +29,7 @@ env-sglang: setup ## Install the pinned SGLang server environment (cached outsid
 env-vllm: setup ## Install the pinned vLLM CPU server environment (cached outside the clone)
 	$(BIN)/python -m harness.testbed.envs env vllm
 
-model: env-sglang ## Build the test bed's tiny model once (cached outside the clone)
+model: env-sglang ## Build the test bed's tiny models (plain, bigram, wrong draft) once (cached outside the clone)
 	$(BIN)/python -m harness.testbed.envs model
 
 testbed: env-sglang env-vllm model ## Everything the end-to-end tests need

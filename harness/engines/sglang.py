@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -218,3 +219,7 @@ class SGLangEngine(Engine):
     def server_facts(self, snapshot: dict[str, Any], launch_args: tuple[str, ...]) -> dict[str, Any]:
         """`/server_info` as it is: the guard's vocabulary is SGLang's."""
         return snapshot.get("server_info", {})
+
+    def launch_env(self, cache_root: Path) -> dict[str, str]:
+        """SGLang's JIT cache, where NGRAM compiles its C++ n-gram corpus on first start."""
+        return {"SGLANG_JIT_CACHE_DIR": str(cache_root / "sglang-jit-cache")}

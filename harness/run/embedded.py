@@ -17,11 +17,12 @@ from harness.engines.registry import engine_named
 from harness.errors import SparkbenchError
 from harness.guard.profiles import Profile, load_profile
 from harness.run.server import LaunchSpec, ManagedServer, free_port
-from harness.testbed.envs import TESTBED_DIR, cache_root, ensure_model, env_python
+from harness.testbed.envs import MODEL_VARIANTS, TESTBED_DIR, cache_root, ensure_model, env_python
 
 STANDIN_DIR = TESTBED_DIR / "sgl_kernel_cpu"
 DEFAULT_PROFILE = "cpu-testbed"
 LOOPBACK = "127.0.0.1"
+DRAFT_MODEL_FLAG = "--speculative-draft-model-path"  # SGLang's; the only engine with draft_model profiles
 
 
 @dataclass(frozen=True)
@@ -35,21 +36,37 @@ class EmbeddedServer:
 
 
 def launch_spec(profile: Profile, model_dir: Path, port: int, env_python: Path,
-                standin_dir: Path | None = None, served_model_name: str | None = None) -> LaunchSpec:
+                standin_dir: Path | None = None, served_model_name: str | None = None,
+                draft_model_dir: Path | None = None) -> LaunchSpec:
     """The command and environment that start `profile` serving `model_dir` on 127.0.0.1:`port`.
 
     The engine's adapter names the model flag and its own arguments (vLLM: `--served-model-name`,
-    default: the model folder's name). A profile that needs
-    the CPU kernel stand-in gets `standin_dir` first on PYTHONPATH, so the server imports the
-    stand-in `sgl_kernel` instead of the CUDA-only wheel.
+    default: the model folder's name). A profile with a `draft_model` gets `draft_model_dir` as
+    SGLang's draft model path. A profile that needs the CPU kernel stand-in gets `standin_dir`
+    first on PYTHONPATH, so the server imports the stand-in `sgl_kernel` (and its start-up hook)
+    instead of the CUDA-only wheel.
     """
     engine = engine_named(profile.engine)
     argv = [str(env_python), "-m", profile.launch.module, engine.model_flag, str(model_dir), "--host", LOOPBACK,
-            "--port", str(port), *engine.launch_args(model_dir, served_model_name), *profile.launch.args]
+            "--port", str(port), *engine.launch_args(model_dir, served_model_name),
+            *_draft_args(profile, draft_model_dir), *profile.launch.args]
     env = dict(profile.launch.env)
     if profile.launch.cpu_kernel_standin:
         env["PYTHONPATH"] = _standin_pythonpath(profile, standin_dir)
     return LaunchSpec(argv=argv, env=env)
+
+
+def _draft_args(profile: Profile, draft_model_dir: Path | None) -> list[str]:
+    if not profile.launch.draft_model:
+        return []
+    if draft_model_dir is None:
+        raise SparkbenchError(f"profile {profile.name} needs its draft model folder (draft_model_dir)")
+    return [DRAFT_MODEL_FLAG, str(draft_model_dir)]
+
+
+def _model_folder(name: str) -> Path:
+    """A test-bed model by name (built on first use), else a model folder's path."""
+    return ensure_model(name) if name in MODEL_VARIANTS else Path(name)
 
 
 def _standin_pythonpath(profile: Profile, standin_dir: Path | None) -> str:
@@ -62,12 +79,14 @@ def _standin_pythonpath(profile: Profile, standin_dir: Path | None) -> str:
 @contextmanager
 def embedded_server(profile_name: str = DEFAULT_PROFILE, model_dir: Path | None = None,
                     log_name: str = "server") -> Iterator[EmbeddedServer]:
-    """Start a server from a profile (default model: the tiny test-bed model), always stop it."""
+    """Start a server from a profile, always stop it. Default model: the profile's test-bed model
+    (the tiny one unless it names another); a draft model the profile names is passed along."""
     profile = load_profile(profile_name)
-    model = Path(model_dir) if model_dir else ensure_model()
+    model = Path(model_dir) if model_dir else ensure_model(profile.launch.model or "tiny")
+    draft = _model_folder(profile.launch.draft_model) if profile.launch.draft_model else None
     port = free_port()
     spec = launch_spec(profile, model_dir=model, port=port, env_python=env_python(profile.engine),
-                       standin_dir=STANDIN_DIR)
+                       standin_dir=STANDIN_DIR, draft_model_dir=draft)
     # The engine's caches go into ours, off the user's home folders; the profile's own settings win.
     spec = replace(spec, env={**engine_named(profile.engine).launch_env(cache_root()), **spec.env})
     base_url = f"http://127.0.0.1:{port}"

@@ -20,6 +20,8 @@ from harness.errors import SparkbenchError
 
 TESTBED_DIR = Path(__file__).resolve().parent
 MARKER = ".complete"
+# The models build_tiny_model.py makes: the tiny model and the speculative test pair built from it.
+MODEL_VARIANTS = ("tiny", "bigram", "wrong-draft")
 
 
 def cache_root() -> Path:
@@ -79,20 +81,22 @@ def model_corpus() -> Path:
     return DATA_DIR / "test.jsonl"
 
 
-def model_dir() -> Path:
+def model_dir(variant: str = "tiny") -> Path:
+    if variant not in MODEL_VARIANTS:
+        raise SparkbenchError(f"unknown test-bed model {variant!r}; choose one of {', '.join(MODEL_VARIANTS)}")
     builder = TESTBED_DIR / "build_tiny_model.py"
-    return cache_root() / "models" / f"tiny-llama-{_digest(builder, model_corpus())}"
+    return cache_root() / "models" / f"{variant}-llama-{_digest(builder, model_corpus())}"
 
 
-def ensure_model(engine: str = "sglang") -> Path:
-    """Build the tiny model once (with a server environment's torch) and return its folder."""
-    folder = model_dir()
+def ensure_model(variant: str = "tiny", engine: str = "sglang") -> Path:
+    """Build a test-bed model once (with a server environment's torch) and return its folder."""
+    folder = model_dir(variant)
     if (folder / MARKER).exists():
         return folder
     shutil.rmtree(folder, ignore_errors=True)
     python = env_python(engine)
-    subprocess.run([str(python), str(TESTBED_DIR / "build_tiny_model.py"), str(model_corpus()), str(folder)],
-                   check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    subprocess.run([str(python), str(TESTBED_DIR / "build_tiny_model.py"), str(model_corpus()), str(folder),
+                    variant], check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
     (folder / MARKER).write_text("ok\n")
     return folder
 
@@ -103,7 +107,8 @@ def main(argv: list[str]) -> None:
     if what == "env" and len(argv) == 2:
         print(ensure_env(argv[1]))
     elif what == "model":
-        print(ensure_model())
+        for variant in MODEL_VARIANTS:
+            print(ensure_model(variant))
     else:
         raise SystemExit("usage: python -m harness.testbed.envs env sglang|vllm | model")
 

@@ -23,6 +23,7 @@ from harness.run.embedded import launch_spec
 
 LADDER = ("spark-baseline", "spark-humming", "spark-fp8-head", "spark-mtp")
 TESTBED = ("cpu-testbed", "vllm-cpu", "vllm-cpu-ngram", "vllm-cpu-never-accept")
+SGLANG_SPECULATIVE = ("cpu-testbed-standalone", "cpu-testbed-wrong-draft", "cpu-testbed-ngram")
 PYTHON = Path("/envs/engine/bin/python")
 MODEL = Path("/models/tiny-llama")
 STANDIN = Path("/repo/harness/testbed/sgl_kernel_cpu")
@@ -44,14 +45,14 @@ MINIMAL = {"name": "custom", "engine": "sglang", "launch": {"module": "sglang.la
 def test_every_shipped_profile_loads_under_its_file_name():
     profiles = list_profiles()
     assert [p.name for p in profiles] == sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
-    assert set(LADDER + TESTBED) <= {p.name for p in profiles}
+    assert set(LADDER + TESTBED + SGLANG_SPECULATIVE) <= {p.name for p in profiles}
     for profile in profiles:
         assert profile.source.stem == profile.name
         assert profile.description, profile.name
         assert profile.engine in ("sglang", "vllm")
 
 
-@pytest.mark.parametrize("name", LADDER + TESTBED)
+@pytest.mark.parametrize("name", LADDER + TESTBED + SGLANG_SPECULATIVE)
 def test_speculative_profiles_and_only_they_carry_a_canary(name):
     profile = load_profile(name)
     if profile.expects_speculation:
@@ -80,8 +81,9 @@ def test_cpu_testbed_profile_states_the_test_bed_configuration():
     profile = load_profile("cpu-testbed")
     assert profile.engine == "sglang"
     assert profile.launch.args == ("--device", "cpu", "--disable-overlap-schedule", "--max-total-tokens", "40960",
-                                   "--enable-metrics", "--sleep-on-idle")
+                                   "--enable-metrics", "--attention-backend", "torch_native", "--sleep-on-idle")
     assert profile.launch.env == {"SGLANG_USE_CPU_ENGINE": "1"}
+    assert profile.launch.model is None and profile.launch.draft_model is None
     assert profile.launch.cpu_kernel_standin is True
     assert profile.expect["speculative"] is None
     assert profile.expect["attention_backend"] == "torch_native"
@@ -114,7 +116,7 @@ def test_unknown_profile_names_the_known_ones():
         load_profile("spark-turbo")
     message = str(err.value)
     assert "\n" not in message
-    assert message.startswith("unknown profile 'spark-turbo'; known profiles: cpu-testbed, spark-baseline")
+    assert message.startswith("unknown profile 'spark-turbo'; known profiles: cpu-testbed, cpu-testbed-ngram")
     assert "vllm-cpu-ngram" in message
 
 
@@ -149,6 +151,8 @@ def test_unquoted_numbers_in_args_become_text(tmp_path):
      "canary.min_accept_length must be a number >= 1.0"),
     ({"launch": {"module": "m", "env": {"SGLANG_ENABLE_FP8_LM_HEAD": True}}}, "must be a string (quote it)"),
     ({"engine": "vllm", "launch": {"module": "m", "cpu_kernel_standin": True}}, "applies to sglang only"),
+    ({"engine": "vllm", "launch": {"module": "m", "draft_model": "bigram"}}, "draft_model applies to sglang only"),
+    ({"launch": {"module": "m", "draft_model": True}}, "must be a string"),
     ({"launch": {"args": []}}, "missing key 'module'"),
 ])
 def test_bad_profiles_fail_in_one_line_naming_the_file(tmp_path, change, message):
@@ -183,8 +187,36 @@ def test_sglang_launch_spec_puts_the_standin_first(monkeypatch):
     assert list(spec.argv) == [str(PYTHON), "-m", "sglang.launch_server", "--model-path", str(MODEL),
                                "--host", "127.0.0.1", "--port", "30111", "--device", "cpu",
                                "--disable-overlap-schedule", "--max-total-tokens", "40960", "--enable-metrics",
-                               "--sleep-on-idle"]
+                               "--attention-backend", "torch_native", "--sleep-on-idle"]
     assert spec.env == {"SGLANG_USE_CPU_ENGINE": "1", "PYTHONPATH": f"{STANDIN}{os.pathsep}/elsewhere"}
+
+
+@pytest.mark.parametrize("name", SGLANG_SPECULATIVE)
+def test_sglang_speculative_profiles_run_on_the_stand_in_with_intel_amx(name):
+    profile = load_profile(name)
+    assert profile.launch.cpu_kernel_standin is True
+    assert flag_value(profile.launch.args, "--attention-backend") == "intel_amx"
+    assert profile.expect["attention_backend"] == "intel_amx"
+    assert profile.expect["speculative"]["num_draft_tokens"] == 4
+    assert flag_value(profile.launch.args, "--speculative-algorithm") == profile.expect["speculative"]["algorithm"]
+
+
+def test_standalone_pair_serves_the_bigram_model_with_the_stated_drafts():
+    standalone, wrong = load_profile("cpu-testbed-standalone"), load_profile("cpu-testbed-wrong-draft")
+    assert (standalone.launch.model, standalone.launch.draft_model) == ("bigram", "bigram")
+    assert (wrong.launch.model, wrong.launch.draft_model) == ("bigram", "wrong-draft")
+    assert standalone.launch.args == wrong.launch.args  # the draft is the only difference
+    assert load_profile("cpu-testbed-ngram").launch.draft_model is None
+
+
+def test_launch_spec_passes_the_draft_model_folder():
+    draft = Path("/models/bigram-llama")
+    spec = launch_spec(load_profile("cpu-testbed-standalone"), model_dir=MODEL, port=1, env_python=PYTHON,
+                       standin_dir=STANDIN, draft_model_dir=draft)
+    assert flag_value(spec.argv, "--speculative-draft-model-path") == str(draft)
+    with pytest.raises(SparkbenchError, match="cpu-testbed-standalone needs its draft model folder"):
+        launch_spec(load_profile("cpu-testbed-standalone"), model_dir=MODEL, port=1, env_python=PYTHON,
+                    standin_dir=STANDIN)
 
 
 def test_standin_profile_without_standin_dir_is_refused():

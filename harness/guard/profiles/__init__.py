@@ -9,7 +9,9 @@ Schema:
     name: str
     engine: sglang | vllm
     description: str
-    launch: {module: str, args: [str], env: {str: str}, cpu_kernel_standin: bool (sglang only)}
+    launch: {module: str, args: [str], env: {str: str}, cpu_kernel_standin: bool (sglang only),
+             model: str (test-bed model served when no model is given: tiny | bigram | wrong-draft),
+             draft_model: str (speculative draft: a test-bed model name or a path; sglang only)}
     expect: {speculative: {algorithm, num_steps, num_draft_tokens, eagle_topk} | null,
              enable_fp32_lm_head, moe_runner_backend, quantization, attention_backend, version,
              lm_head_dtype: bf16 | fp16 | fp32 | fp8}
@@ -31,7 +33,7 @@ from harness.errors import SparkbenchError
 
 PROFILES_DIR = Path(__file__).resolve().parent
 PROFILE_KEYS = {"name", "engine", "description", "launch", "expect", "canary"}
-LAUNCH_KEYS = {"module", "args", "env", "cpu_kernel_standin"}
+LAUNCH_KEYS = {"module", "args", "env", "cpu_kernel_standin", "model", "draft_model"}
 EXPECT_KEYS = {"speculative", "enable_fp32_lm_head", "moe_runner_backend", "quantization",
                "attention_backend", "version", "lm_head_dtype"}
 SPECULATIVE_KEYS = {"algorithm", "num_steps", "num_draft_tokens", "eagle_topk"}
@@ -42,12 +44,15 @@ DEFAULT_MIN_ACCEPT_LENGTH = 1.05
 
 @dataclass(frozen=True)
 class Launch:
-    """How the server process is started (host, port and model are added by `harness.run.embedded.launch_spec`)."""
+    """How the server process is started (host, port, model and draft model are added by
+    `harness.run.embedded.launch_spec`)."""
 
     module: str
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     cpu_kernel_standin: bool = False
+    model: str | None = None
+    draft_model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,8 @@ class Profile:
         return {
             "name": self.name, "engine": self.engine, "description": self.description,
             "launch": {"module": self.launch.module, "args": list(self.launch.args),
-                       "env": dict(self.launch.env), "cpu_kernel_standin": self.launch.cpu_kernel_standin},
+                       "env": dict(self.launch.env), "cpu_kernel_standin": self.launch.cpu_kernel_standin,
+                       "model": self.launch.model, "draft_model": self.launch.draft_model},
             "expect": _plain(self.expect),
             "canary": None if self.canary is None else {"min_accept_length": self.canary.min_accept_length},
             "source": str(self.source),
@@ -166,7 +172,15 @@ def _launch(value: Any, engine: str, where: str) -> Launch:
         raise SparkbenchError(f"{where} launch.cpu_kernel_standin must be true or false")
     if standin and engine != "sglang":
         raise SparkbenchError(f"{where} launch.cpu_kernel_standin applies to sglang only")
-    return Launch(module=str(launch["module"]), args=args, env=MappingProxyType(env), cpu_kernel_standin=standin)
+    models = {key: _optional_text(launch.get(key), f"{where} launch.{key}") for key in ("model", "draft_model")}
+    if models["draft_model"] and engine != "sglang":
+        raise SparkbenchError(f"{where} launch.draft_model applies to sglang only")
+    return Launch(module=str(launch["module"]), args=args, env=MappingProxyType(env), cpu_kernel_standin=standin,
+                  **models)
+
+
+def _optional_text(value: Any, where: str) -> str | None:
+    return None if value is None else _as_text(value, where)
 
 
 def _expect(value: Any, where: str) -> Mapping[str, Any]:

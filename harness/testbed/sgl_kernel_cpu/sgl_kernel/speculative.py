@@ -1,6 +1,7 @@
-"""Speculative-decoding kernels: none exist in the CPU stand-in (every name raises when called)."""
+"""`sgl_kernel.speculative`: NGRAM's tree reconstruction; any other name raises when called."""
 
 from sgl_kernel._missing import missing_op
+from sgl_kernel.tree_ops import reconstruct_indices_from_tree_mask  # noqa: F401
 
 
 def __getattr__(name: str):
