@@ -229,11 +229,14 @@ def check_lm_head(profile: Profile, model_config: Mapping[str, Any], env: Mappin
     return [Finding("lm_head_dtype", False, f"expected {expected}, found {actual} ({reason})")]
 
 
-def check_canary(profile: Profile, accept_length: float | None) -> list[Finding]:
+def check_canary(profile: Profile, accept_length: float | None, accepted_drafts: float | None = None,
+                 proposed_drafts: float | None = None) -> list[Finding]:
     """With speculation expected, the mean accept length must exceed the canary's threshold.
 
     1.00 means no draft token ever landed: each round paid for verification and got only the
-    token a plain decode step would have produced. Nothing to check without speculation.
+    token a plain decode step would have produced. Where the server counts draft tokens, 0 accepted
+    of some proposed says the same exactly (SGLang's accept length then reads N / (N - 1), not 1,
+    because it counts the first token, from prefill). Nothing to check without speculation.
     """
     if not profile.expects_speculation:
         return []
@@ -241,9 +244,11 @@ def check_canary(profile: Profile, accept_length: float | None) -> list[Finding]
     if accept_length is None:
         return [Finding("canary", False, "server reported no speculative statistics, but the profile expects "
                                          f"{profile.expect['speculative'].get('algorithm', 'speculation')}")]
-    if abs(accept_length - 1.0) <= UNIT_ACCEPT_LENGTH_TOLERANCE:
+    none_landed = accepted_drafts == 0 and proposed_drafts is not None and proposed_drafts > 0
+    if none_landed or abs(accept_length - 1.0) <= UNIT_ACCEPT_LENGTH_TOLERANCE:
+        counted = f" (0 of {proposed_drafts:.0f} draft tokens accepted)" if none_landed else ""
         return [Finding("canary", False,
-                        f"drafts never accepted: accept length {accept_length:.2f} is the signature of the "
+                        f"drafts never accepted: accept length {accept_length:.2f}{counted} is the signature of the "
                         f"FP8-LM-head + MTP weight-sharing bug (draft reads FP8 weights as BF16), or of a "
                         f"drafter that proposes nothing; every verification round is paid for nothing")]
     if accept_length <= threshold:

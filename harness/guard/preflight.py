@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,8 @@ def model_config(model_dir: str | Path | None) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
-def canary_accept_length(backend: Backend, base_url: str) -> float | None:
-    """Send one short greedy request and read its accept length (None: no speculative statistics)."""
+def canary_speculation(backend: Backend, base_url: str) -> dict[str, float]:
+    """Send one short greedy request and read its speculation columns (NaN: not reported)."""
     prompt = Prompt("canary", SamplingParams(max_new_tokens=CANARY_TOKENS, temperature=0.0, ignore_eos=True),
                     text=CANARY_TEXT)
 
@@ -53,9 +54,11 @@ def canary_accept_length(backend: Backend, base_url: str) -> float | None:
             return await backend.send(http, base_url, prompt)
 
     result = asyncio.run(send())
-    spec = engine_named(backend.engine).speculation(result.meta, float(result.completion_tokens or 0))
-    accept = spec["accept_length"]
-    return None if accept != accept else accept  # NaN: the server reported no speculation
+    return engine_named(backend.engine).speculation(result.meta, float(result.completion_tokens or 0))
+
+
+def _reported(value: float) -> float | None:
+    return None if math.isnan(value) else value
 
 
 def startup_guard(profile: Profile, backend: Backend, base_url: str, snapshot: dict[str, Any],
@@ -65,7 +68,10 @@ def startup_guard(profile: Profile, backend: Backend, base_url: str, snapshot: d
     model_dir = model_dir or facts.get("model_path")
     report = check_startup(profile, facts, profile.launch.env, model_config(model_dir))
     if profile.expects_speculation:
-        report.extend(check_canary(profile, canary_accept_length(backend, base_url)))
+        canary = canary_speculation(backend, base_url)
+        report.extend(check_canary(profile, _reported(canary["accept_length"]),
+                                   accepted_drafts=_reported(canary["accepted_draft_tokens"]),
+                                   proposed_drafts=_reported(canary["proposed_draft_tokens"])))
     if not report.ok:
         lines = "\n".join(f"  {finding.check}: {finding.message}" for finding in report.failures)
         raise GuardFailed(f"server at {base_url} does not run profile {profile.name}; nothing measured:\n{lines}")

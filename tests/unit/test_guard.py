@@ -281,3 +281,13 @@ def test_vllm_profile_with_unknown_version_fails_the_version_check():
     profile = load_profile("vllm-cpu")
     [finding] = failures(check_server_info(profile, vllm_server_facts(profile.launch.args, None)))
     assert finding.message == "expected vllm 0.32.0, but the server did not report its version"
+
+
+def test_canary_counts_zero_accepted_drafts_as_never_accepted():
+    # SGLang counts the prefill token: 64 tokens in 63 rounds read 1.02, yet no draft landed.
+    [finding] = check_canary(load_profile("spark-mtp"), 64 / 63, accepted_drafts=0, proposed_drafts=189)
+    assert not finding.ok
+    assert finding.message.startswith("drafts never accepted: accept length 1.02 (0 of 189 draft tokens accepted) "
+                                      "is the signature of the FP8-LM-head + MTP weight-sharing bug")
+    [landed] = check_canary(load_profile("spark-mtp"), 1.5, accepted_drafts=30, proposed_drafts=90)
+    assert landed.ok

@@ -206,9 +206,9 @@ def test_decode_attention_stores_the_new_token_then_attends(results):
 
 def test_extend_attention_causal_and_tree_masked(results):
     # Token 0 sees the prefix and itself (mean of 10, 20); token 1 also sees token 0: weights 1/4, 1/4, 1/2.
-    assert outputs(results, "extend_attention_causal") == [[[pytest.approx(15.0)]], [[pytest.approx(22.5)]]]
+    assert outputs(results, "extend_attention_causal") == [[[[pytest.approx(15.0)]], [[pytest.approx(22.5)]]]]
     # Masked out of token 0's view, token 1 weighs prefix and itself 1/3, 2/3: 10/3 + 20.
-    assert outputs(results, "extend_attention_tree") == [[[pytest.approx(15.0)]], [[pytest.approx(70 / 3)]]]
+    assert outputs(results, "extend_attention_tree") == [[[[pytest.approx(15.0)]], [[pytest.approx(70 / 3)]]]]
 
 
 def test_unsupported_attention_features_and_missing_ops_are_loud(results):

@@ -1,0 +1,110 @@
+"""SGLang NGRAM speculative decoding on the CPU test bed (incremental stream), checked for
+consistency with SGLang's own per-request fields; batch 3 against batch 1 and plain decoding.
+
+NGRAM's acceptance is not known in advance (its n-gram corpus grows with every request), but
+greedy verification only ever keeps the target's own argmax, so the tokens must equal those of
+plain decoding at any batch size.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from harness.metrics import derive_requests
+from harness.records import load_requests
+from tests.e2e.conftest import launched, only_run_dir, sparkbench, synthetic_args
+
+PROFILE = "cpu-testbed-ngram"
+PROMPTS, INPUT, OUTPUT = 3, 128, 48
+SAME_PROMPTS = ("--seed", "5", "--salt", "7")
+DRAFTS_PER_ROUND = 3  # num_draft_tokens 4 = 3 drafts + the bonus position
+
+
+@pytest.fixture(scope="module")
+def ngram_server():
+    with launched(PROFILE) as server:
+        yield server
+
+
+def _run(server, results, concurrency: int, *extra: str):
+    done = sparkbench(*synthetic_args(server, results, PROMPTS, INPUT, OUTPUT, "--concurrency", str(concurrency),
+                                      *SAME_PROMPTS, *extra))
+    assert done.returncode == 0, done.stderr
+    run_dir = only_run_dir(results)
+    return run_dir, derive_requests(load_requests(run_dir))
+
+
+@pytest.fixture(scope="module")
+def batch1_run(ngram_server, tmp_path_factory):
+    return _run(ngram_server, tmp_path_factory.mktemp("batch1"), 1, "--profile", PROFILE)
+
+
+@pytest.fixture(scope="module")
+def batch3_run(ngram_server, tmp_path_factory):
+    return _run(ngram_server, tmp_path_factory.mktemp("batch3"), 3)
+
+
+def _meta(derived: pd.DataFrame) -> list[dict]:
+    return [json.loads(raw) for raw in derived["meta_info_json"]]
+
+
+def test_guard_passes_with_the_canary(ngram_server):
+    done = sparkbench("check", "--profile", PROFILE, "--server", ngram_server.base_url)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert any(line.startswith("ok   canary: accept length") for line in done.stdout.splitlines())
+
+
+@pytest.mark.parametrize("run_name", ["batch1_run", "batch3_run"])
+def test_speculation_columns_are_sglang_own_figures(request, run_name):
+    _, derived = request.getfixturevalue(run_name)
+    for row, meta in zip(derived.itertuples(), _meta(derived)):
+        assert row.completion_tokens == OUTPUT
+        assert row.verify_rounds == meta["spec_verify_ct"] > 0
+        assert row.accept_length == meta["spec_accept_length"] == OUTPUT / meta["spec_verify_ct"]
+        assert row.accepted_draft_tokens == meta["spec_num_correct_drafts"]
+        assert row.proposed_draft_tokens == meta["spec_num_proposed_drafts"] == DRAFTS_PER_ROUND * row.verify_rounds
+        assert row.accept_rate == meta["spec_num_correct_drafts"] / meta["spec_num_proposed_drafts"]
+        assert row.tokens_per_step == OUTPUT / (row.verify_rounds + 1)
+        # Each round keeps its accepted drafts plus the bonus token; prefill brought the first token.
+        assert 1 + row.verify_rounds + row.accepted_draft_tokens >= OUTPUT
+
+
+def test_run_accept_length_weightings_follow_the_requests(batch1_run):
+    run_dir, derived = batch1_run
+    summary = pd.read_csv(run_dir / "summary.csv").set_index(["metric", "stat"])["value"]
+    meta = _meta(derived)
+    request_weighted = sum(m["spec_accept_length"] for m in meta) / len(meta)
+    token_weighted = OUTPUT * len(meta) / sum(m["spec_verify_ct"] for m in meta)
+    assert summary[("accept_length_request_weighted", "value")] == pytest.approx(request_weighted, abs=1e-12)
+    assert summary[("accept_length_token_weighted", "value")] == pytest.approx(token_weighted, abs=1e-12)
+
+
+def test_incremental_chunks_carry_each_round_and_itl_covers_every_token(batch1_run):
+    run_dir, derived = batch1_run
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["stream_mode"] == "incremental"
+    for row in derived.itertuples():
+        counts = list(row.chunk_tokens)
+        assert counts == sorted(set(counts)) and counts[-1] == OUTPUT
+        assert len(counts) == row.verify_rounds + 1  # one chunk per engine step: prefill, then each round
+        assert len(row.itl_ms) == OUTPUT - counts[0]
+        assert sum(row.itl_ms) == pytest.approx((row.last_token_ns - row.first_token_ns) / 1e6)
+    assert (derived["accepted_draft_tokens"] > 0).any()
+    assert any(max(row.chunk_gap_tokens) > 1 for row in derived.itertuples())
+
+
+def test_batch_of_three_decodes_the_same_tokens_as_batch_one(batch1_run, batch3_run):
+    alone = {row.prompt_id: list(row.output_ids) for row in batch1_run[1].itertuples()}
+    together = {row.prompt_id: list(row.output_ids) for row in batch3_run[1].itertuples()}
+    assert alone == together
+
+
+def test_speculation_decodes_the_same_tokens_as_plain_decoding(batch1_run, sglang_server, tmp_path):
+    done = sparkbench(*synthetic_args(sglang_server, tmp_path, PROMPTS, INPUT, OUTPUT, *SAME_PROMPTS))
+    assert done.returncode == 0, done.stderr
+    plain = pd.read_parquet(only_run_dir(tmp_path) / "requests.parquet")
+    speculative = {row.prompt_id: list(row.output_ids) for row in batch1_run[1].itertuples()}
+    assert {row.prompt_id: list(row.output_ids) for row in plain.itertuples()} == speculative
