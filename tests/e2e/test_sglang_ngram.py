@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from harness.metrics import derive_requests
-from harness.records import load_requests
+from harness.records.requests import load_requests
 from tests.e2e.conftest import launched, only_run_dir, sparkbench, synthetic_args
 
 PROFILE = "cpu-testbed-ngram"

@@ -20,7 +20,7 @@ import pytest
 
 from harness.metrics import derive_requests
 from harness.metrics.speculative import accept_length_request_weighted, accept_length_token_weighted
-from harness.records import load_requests
+from harness.records.requests import load_requests
 from tests.e2e.conftest import launched, only_run_dir, sparkbench, synthetic_args
 
 PROFILE = "cpu-testbed-standalone"
