@@ -33,7 +33,7 @@ NUMBER_RUN = re.compile(r"[-$.,0-9]*[0-9][-$.,0-9]*")
 
 SCORED_COLUMNS = [
     "prompt_id", "question_index", "gold", "pred_strict", "pred_flexible",
-    "correct_strict", "correct_flexible", "no_answer_strict", "no_answer_flexible",
+    "correct_strict", "correct_flexible", "no_answer_strict", "no_answer_flexible", "failed",
 ]
 
 
@@ -89,18 +89,23 @@ def _question_index(prompt_id: str, item: dict) -> int:
 def score_table(requests: pd.DataFrame) -> pd.DataFrame:
     """Score one GSM8K run: one row per question, sorted by question index.
 
-    Input columns: `prompt_id`, `output_text`, `item_json` (JSON holding "gold"). Output columns:
-    SCORED_COLUMNS; `gold` and the predictions are normalized strings (predictions None when absent).
+    Input columns: `prompt_id`, `output_text`, `item_json` (JSON holding "gold"), optionally
+    `status`. Output columns: SCORED_COLUMNS; `gold` and the predictions are normalized strings
+    (predictions None when absent). A failed request (`status` not ok) answered nothing, whatever
+    partial text it had: no prediction, not correct, `failed` True.
     """
     if requests["prompt_id"].duplicated().any():
         raise SparkbenchError("GSM8K scoring needs one request per question; found repeated prompt ids")
     items = [json.loads(raw) for raw in requests["item_json"]]
-    outputs = requests["output_text"].fillna("").astype(str).tolist()
+    failed = (requests["status"].fillna("ok") != "ok").to_numpy() if "status" in requests else \
+        [False] * len(requests)
+    outputs = ["" if bad else text for bad, text in zip(failed, requests["output_text"].fillna("").astype(str))]
     gold = [normalize_number(item["gold"]) for item in items]
     scored = pd.DataFrame({
         "prompt_id": requests["prompt_id"].to_numpy(),
         "question_index": [_question_index(pid, item) for pid, item in zip(requests["prompt_id"], items)],
         "gold": pd.Series(gold, dtype=object),
+        "failed": pd.Series(failed, dtype=bool),
     })
     for kind, extract in (("strict", extract_strict), ("flexible", extract_flexible)):
         preds = [extract(text) for text in outputs]
@@ -151,9 +156,11 @@ def accuracy_summary(scored: pd.DataFrame) -> pd.DataFrame:
 
     Long form: columns metric, stat, value, unit; metrics `gsm8k_accuracy_{strict,flexible}` and
     `gsm8k_invalid_rate_{strict,flexible}`; stats mean, ci95_low, ci95_high (unit "fraction") and
-    n (unit "count").
+    n (unit "count"). The denominator is every question sent: a failed request counts as not
+    answered, and `gsm8k_questions_failed` (stat "value") says how many there were.
     """
-    rows: list[dict] = []
+    rows: list[dict] = [{"metric": "gsm8k_questions_failed", "stat": "value",
+                         "value": float(scored["failed"].sum()) if "failed" in scored else 0.0, "unit": "count"}]
     for kind in ("strict", "flexible"):
         rows += _proportion_rows(f"gsm8k_accuracy_{kind}", scored[f"correct_{kind}"])
         rows += _proportion_rows(f"gsm8k_invalid_rate_{kind}", scored[f"no_answer_{kind}"])
@@ -162,7 +169,8 @@ def accuracy_summary(scored: pd.DataFrame) -> pd.DataFrame:
 
 def score_records(requests: pd.DataFrame) -> pd.DataFrame:
     """`score_table` of a run's request records."""
-    return score_table(requests[["prompt_id", "output_text", "item_json"]])
+    columns = ["prompt_id", "output_text", "item_json", *(["status"] if "status" in requests else [])]
+    return score_table(requests[columns])
 
 
 GSM8K_SCORER = Scorer(score=score_records, summary=accuracy_summary, correct="correct_strict",

@@ -69,14 +69,14 @@ def pairable(base: Run, cand: Run) -> bool:
     PER_RUN_KEYS (so the same workload and the same seed), and at least one prompt_id in common."""
     def key(run: Run) -> dict:
         return {k: v for k, v in run.manifest.get("workload", {}).items() if k not in PER_RUN_KEYS}
-    shared = set(base.derived["prompt_id"]) & set(cand.derived["prompt_id"])
+    shared = set(base.measured["prompt_id"]) & set(cand.measured["prompt_id"])
     return key(base) == key(cand) and bool(shared)
 
 
 def aligned(base: Run, cand: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The two runs' derived rows of their shared prompt_ids, in the same order (baseline's)."""
-    shared = base.derived[base.derived["prompt_id"].isin(set(cand.derived["prompt_id"]))]
-    cand_rows = cand.derived.set_index("prompt_id").loc[shared["prompt_id"]].reset_index()
+    shared = base.measured[base.measured["prompt_id"].isin(set(cand.measured["prompt_id"]))]
+    cand_rows = cand.measured.set_index("prompt_id").loc[shared["prompt_id"]].reset_index()
     return shared.reset_index(drop=True), cand_rows
 
 
@@ -169,15 +169,15 @@ def headline_metrics() -> list[tuple[str, str]]:
 
 def baseline_rows(run: Run) -> list[dict]:
     """The baseline's own rows: full-run values, no change."""
-    rows = [{"metric": m, "stat": s, "value": _value(run.derived, m, s), "unit": _metric_unit(m),
-             "n": len(run.derived)} for m, s in headline_metrics()]
+    rows = [{"metric": m, "stat": s, "value": _value(run.measured, m, s), "unit": _metric_unit(m),
+             "n": len(run.measured)} for m, s in headline_metrics()]
     return rows + (_accuracy_rows(run, None) if run.scores is not None else [])
 
 
 def candidate_rows(base: Run, cand: Run) -> list[dict]:
     """A candidate's rows against the baseline: values, changes and intervals."""
     paired = pairable(base, cand)
-    base_rows, cand_rows = aligned(base, cand) if paired else (base.derived, cand.derived)
+    base_rows, cand_rows = aligned(base, cand) if paired else (base.measured, cand.measured)
     rows = []
     for metric, stat in headline_metrics():
         point, low, high = _change(base_rows, cand_rows, metric, stat, paired)

@@ -21,7 +21,7 @@ from harness.metrics import SUMMARY_COLUMNS, derive_requests
 from harness.metrics.catalogue import CATALOGUE
 from harness.metrics.energy import run_energy
 from harness.metrics.roofline import ROOFLINE_UNITS, Roofline
-from harness.metrics.summary import summarize_derived
+from harness.metrics.summary import ok_requests, summarize_derived
 from harness.metrics.values import floats
 from harness.power.sampler import load_power_samples
 from harness.records.requests import load_requests
@@ -102,6 +102,11 @@ class Run:
             flags = self.scores[["prompt_id", self.scorer.correct]].rename(columns={self.scorer.correct: "correct"})
             requests = requests.merge(flags, on="prompt_id", how="left")
         return derive_requests(requests)
+
+    @cached_property
+    def measured(self) -> pd.DataFrame:
+        """The derived rows of the requests that succeeded: what every timing comparison uses."""
+        return ok_requests(self.derived)
 
     @cached_property
     def speed(self) -> pd.DataFrame:

@@ -124,6 +124,10 @@ class FirstTokenTimeout(RequestFailed):
 ERROR_TYPES: dict[str, type[RequestFailed]] = {cls.kind: cls for cls in (
     ServerUnreachable, ConnectFailed, ServerHTTPError, MalformedStream, StreamIncomplete, RequestTimeout,
     FirstTokenTimeout)}
+# Every kind a failed request's record can carry: the client's failures, then the outcomes the
+# record itself judges (`harness.records.requests.outcome`). A never-sent request is not recorded.
+ERROR_KINDS = (*(kind for kind in ERROR_TYPES if kind != ConnectFailed.kind), "aborted", "no_tokens",
+               "short_output")
 
 
 def answers_json(http: httpx.Client, url: str) -> bool:

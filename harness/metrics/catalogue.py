@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.engines.base import ERROR_KINDS
 from harness.metrics.energy import DOMAINS, ENERGY_UNITS
 from harness.metrics.roofline import ROOFLINE_UNITS
 
@@ -78,7 +79,12 @@ DISTRIBUTIONS = (
 )
 
 RUN_VALUES = (
-    _r("requests", "count", NEITHER, "requests recorded"),
+    _r("requests", "count", NEITHER, "requests recorded, ok or failed"),
+    _r("requests_ok", "count", NEITHER, "requests that succeeded: every timing figure is theirs",
+       headline=("value",)),
+    _r("requests_failed", "count", LOWER, "requests recorded as failed (any error kind)", headline=("value",)),
+    _r("error_rate", "fraction", LOWER, "failed requests over requests recorded"),
+    *(_r(f"errors_{kind}", "count", LOWER, f"failed requests of kind {kind}") for kind in ERROR_KINDS),
     _r("run_span_s", "s", NEITHER, "first request sent to last [DONE]"),
     _r("output_throughput", "tok/s", HIGHER, "output tokens over the run span"),
     _r("decode_throughput_aggregate", "tok/s", HIGHER, "decode tokens over decode time, pooled",
@@ -128,6 +134,8 @@ ACCURACY_VALUES = (
            headline=INTERVAL, gate=0.05, gate_stat="mean"),
     Metric("gsm8k_accuracy_flexible", "fraction", ACCURACY, HIGHER, "GSM8K accuracy, flexible extract",
            headline=INTERVAL),
+    Metric("gsm8k_questions_failed", "count", ACCURACY, LOWER,
+           "questions whose request failed (counted as not answered)", headline=("value",)),
     Metric("gsm8k_invalid_rate_strict", "fraction", ACCURACY, LOWER, "GSM8K answers without a strict match"),
     Metric("gsm8k_invalid_rate_flexible", "fraction", ACCURACY, LOWER, "GSM8K answers without any number"),
 )

@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from harness.engines.base import ERROR_KINDS
 from harness.metrics.derive import derive_requests
 from harness.metrics.integrity import flag_counts
 from harness.metrics.normalize import correctness_values
@@ -61,7 +62,6 @@ def decode_throughput_mean_of_requests(derived: pd.DataFrame) -> float:
 def run_values(derived: pd.DataFrame) -> dict[str, float]:
     """Every run-level metric (RUN_UNITS) of a derived table."""
     return {
-        "requests": float(len(derived)),
         "run_span_s": run_span_s(derived),
         "output_throughput": output_throughput(derived),
         "decode_throughput_aggregate": decode_throughput_aggregate(derived),
@@ -70,6 +70,32 @@ def run_values(derived: pd.DataFrame) -> dict[str, float]:
         "accept_length_token_weighted": accept_length_token_weighted(derived),
         **flag_counts(derived),
     }
+
+
+def ok_requests(df: pd.DataFrame) -> pd.DataFrame:
+    """The requests that succeeded (`status` ok; a table without the column is all ok)."""
+    if "status" not in df.columns:
+        return df
+    return df[df["status"].fillna("ok") == "ok"].reset_index(drop=True)
+
+
+def with_failed_incorrect(df: pd.DataFrame) -> pd.DataFrame:
+    """The table with `correct` False on failed requests: a question not answered is not correct."""
+    if "status" not in df.columns:
+        return df
+    return df.assign(correct=df["correct"].where(df["status"].fillna("ok") == "ok", False))
+
+
+def outcome_values(df: pd.DataFrame) -> dict[str, float]:
+    """requests (all recorded), requests_ok, requests_failed, error_rate = failed / requests, and
+    `errors_<kind>` for every kind of ERROR_KINDS (0 when none)."""
+    status = df["status"].fillna("ok") if "status" in df.columns else pd.Series(["ok"] * len(df))
+    kinds = df["error_kind"] if "error_kind" in df.columns else pd.Series([None] * len(df))
+    failed = int((status != "ok").sum())
+    counts = kinds[status != "ok"].value_counts()
+    return {"requests": float(len(df)), "requests_ok": float(len(df) - failed), "requests_failed": float(failed),
+            "error_rate": failed / len(df) if len(df) else math.nan,
+            **{f"errors_{kind}": float(counts.get(kind, 0)) for kind in ERROR_KINDS}}
 
 
 def distribution_rows(metric: str, samples: np.ndarray, unit: str) -> list[tuple[str, str, float, str]]:
@@ -82,19 +108,22 @@ def distribution_rows(metric: str, samples: np.ndarray, unit: str) -> list[tuple
 def summarize(df: pd.DataFrame, run_id: str, workload: str) -> pd.DataFrame:
     """The run summary long table (SUMMARY_COLUMNS) of one run's request table.
 
-    Correctness metrics are added when the table has a `correct` column.
+    Timing, throughput and speculative figures come from the ok requests only; the outcome rows
+    (`outcome_values`) count every request. Correctness metrics are added when the table has a
+    `correct` column (a failed request is not correct: it counts in the denominator).
     """
     return summarize_derived(derive_requests(df), run_id, workload)
 
 
 def summarize_derived(derived: pd.DataFrame, run_id: str, workload: str) -> pd.DataFrame:
     """`summarize` of a table `derive_requests` already made."""
+    outcomes, everything, derived = outcome_values(derived), derived, ok_requests(derived)
     rows = []
     for metric, unit in DISTRIBUTION_UNITS.items():
         rows += distribution_rows(metric, distribution_samples(derived, metric), unit)
-    scalars = [(run_values(derived), RUN_UNITS)]
-    if "correct" in derived.columns:
-        scalars.append((correctness_values(derived), CORRECTNESS_UNITS))
+    scalars = [(outcomes, RUN_UNITS), (run_values(derived), RUN_UNITS)]
+    if "correct" in everything.columns:
+        scalars.append((correctness_values(with_failed_incorrect(everything)), CORRECTNESS_UNITS))
     for values, units in scalars:
         rows += [(metric, "value", value, units[metric]) for metric, value in values.items()]
     table = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS[2:]))

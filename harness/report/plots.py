@@ -64,13 +64,13 @@ def plot_decode_throughput(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     ax = fig.add_subplot()
     right = 0.0
     for i, run in enumerate(runs):
-        point, low, high = bootstrap_ratio_of_sums(*decode_parts(run.derived))
+        point, low, high = bootstrap_ratio_of_sums(*decode_parts(run.measured))
         err = [[point - low], [high - point]] if np.isfinite(low) else None
         ax.barh(i, point, xerr=err, color=_color(i), capsize=6, height=0.6)
         end = np.nanmax([point, high, 0.0])
         right = max(right, end)
         # The numbers sit right of the interval, where a short bar cannot crowd them.
-        ax.text(end, i, f"  {point:.2f} tok/s\n  95% CI {low:.2f} - {high:.2f}\n  {len(run.derived)} requests",
+        ax.text(end, i, f"  {point:.2f} tok/s\n  95% CI {low:.2f} - {high:.2f}\n  {len(run.measured)} requests",
                 ha="left", va="center", fontsize=8)
     ax.set_xlim(0, right * 1.35 if right > 0 else 1)
     ax.set_yticks(range(len(runs)), [r.label for r in runs], fontsize=8)
@@ -91,7 +91,7 @@ def _time_unit(samples: Sequence[np.ndarray]) -> tuple[str, float]:
 def plot_latency_cdf(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     """Empirical CDF of end-to-end latency per run, P50 and P95 marked (numpy linear percentiles,
     as in the run summary) and their values in the legend."""
-    samples = [_finite(r.derived["e2e_ms"]) for r in runs]
+    samples = [_finite(r.measured["e2e_ms"]) for r in runs]
     unit, divisor = _time_unit(samples)
     fig = new_figure(10, 5.5)
     ax = fig.add_subplot()
@@ -123,8 +123,8 @@ def plot_tpot_vs_length(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     fig = new_figure(10, 5.5)
     ax = fig.add_subplot()
     for i, run in enumerate(runs):
-        tokens = run.derived["completion_tokens"].to_numpy(dtype=float)
-        tpot = run.derived["tpot_ms"].to_numpy(dtype=float)
+        tokens = run.measured["completion_tokens"].to_numpy(dtype=float)
+        tpot = run.measured["tpot_ms"].to_numpy(dtype=float)
         keep = np.isfinite(tokens) & np.isfinite(tpot)
         mean = tpot[keep].mean() if keep.any() else float("nan")
         ax.scatter(tokens[keep], tpot[keep], s=36, alpha=0.7, color=_color(i), marker="os^Dv<>p"[i % 8],
@@ -165,14 +165,14 @@ def plot_accept_length(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     fig, axes = _histogram_panels(runs, "Speculative decoding: accept length per request "
                                         "(tokens per verify round, bonus token included)")
     for i, (ax, run) in enumerate(zip(axes, runs)):
-        lengths = _finite(run.derived["accept_length"])
+        lengths = _finite(run.measured["accept_length"])
         ax.set_title(run.label, fontsize=9)
         if lengths.size == 0:
             ax.text(0.5, 0.5, NO_SPECULATION, transform=ax.transAxes, ha="center", va="center", fontsize=11)
             ax.set_yticks([])
             continue
         _histogram(ax, lengths, _color(i))
-        num, den = accept_parts(run.derived)
+        num, den = accept_parts(run.measured)
         weighted = num.sum() / den.sum()
         ax.axvline(weighted, color="black", ls="--", label=f"token-weighted {weighted:.3g} tokens/round")
         ax.set_ylabel("requests")
@@ -186,7 +186,7 @@ def plot_output_length(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     """Distribution of output length per run (completion_tokens), mean and median marked."""
     fig, axes = _histogram_panels(runs, "Output length per request (completion_tokens), one panel per run")
     for i, (ax, run) in enumerate(zip(axes, runs)):
-        tokens = _finite(run.derived["completion_tokens"])
+        tokens = _finite(run.measured["completion_tokens"])
         ax.set_title(run.label, fontsize=9)
         if tokens.size == 0:
             ax.text(0.5, 0.5, "no completed requests", transform=ax.transAxes, ha="center", va="center")

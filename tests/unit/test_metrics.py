@@ -38,6 +38,9 @@ EXPECTED_RUN_VALUES = {
     "decode_throughput_mean_of_requests", "accept_length_request_weighted",
     "accept_length_token_weighted",
     "requests_flagged", "requests_buffered", "requests_late_first_token", "requests_sparse",
+    "requests_ok", "requests_failed", "error_rate", "errors_disconnected", "errors_http_status",
+    "errors_malformed_chunk", "errors_no_done", "errors_timeout", "errors_first_token_timeout", "errors_aborted",
+    "errors_no_tokens", "errors_short_output",
 }
 EXPECTED_CORRECTNESS = {
     "correct_answers", "accuracy", "tokens_per_correct_answer", "seconds_per_correct_answer",
@@ -460,3 +463,16 @@ def test_no_correct_answer_gives_nan_cost(make_record, frame_of):
     assert value(summary, "accuracy") == 0.0
     assert math.isnan(value(summary, "tokens_per_correct_answer"))
     assert math.isnan(value(summary, "seconds_per_correct_answer"))
+
+
+def test_failed_requests_are_counted_and_kept_out_of_every_timing(three_requests):
+    failed = three_requests.copy()
+    failed.loc[1, ["status", "error_kind", "error_message"]] = ["error", "no_done", "stream ended without [DONE]"]
+    summary = summarize(failed, "run-1", "synthetic").set_index(["metric", "stat"])["value"]
+    ok_only = summarize(three_requests.drop(index=1), "run-1", "synthetic").set_index(["metric", "stat"])["value"]
+    assert (summary["requests", "value"], summary["requests_ok", "value"], summary["requests_failed", "value"]) == \
+        (3, 2, 1)
+    assert summary["errors_no_done", "value"] == 1 and summary["error_rate", "value"] == 1 / 3
+    for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        assert summary[metric, "mean"] == ok_only[metric, "mean"]
+    assert summary["decode_throughput_aggregate", "value"] == ok_only["decode_throughput_aggregate", "value"]

@@ -179,12 +179,24 @@ def test_accuracy_summary_long_form():
     summary = accuracy_summary(scored)
     assert list(summary.columns) == ["metric", "stat", "value", "unit"]
     assert set(summary["metric"]) == {"gsm8k_accuracy_strict", "gsm8k_accuracy_flexible",
-                                      "gsm8k_invalid_rate_strict", "gsm8k_invalid_rate_flexible"}
-    assert len(summary) == 16
-    assert set(summary.loc[summary["stat"] == "n", "unit"]) == {"count"}
-    assert set(summary.loc[summary["stat"] != "n", "unit"]) == {"fraction"}
+                                      "gsm8k_invalid_rate_strict", "gsm8k_invalid_rate_flexible",
+                                      "gsm8k_questions_failed"}
+    assert len(summary) == 17
+    assert set(summary.loc[summary["stat"].isin(["n", "value"]), "unit"]) == {"count"}
+    assert set(summary.loc[~summary["stat"].isin(["n", "value"]), "unit"]) == {"fraction"}
     values = summary.set_index(["metric", "stat"])["value"]
     assert values[("gsm8k_accuracy_strict", "mean")] == 0.5
     assert values[("gsm8k_accuracy_strict", "ci95_low")] == pytest.approx(0.40383, abs=1e-5)
     assert values[("gsm8k_invalid_rate_flexible", "mean")] == 0.5
     assert values[("gsm8k_invalid_rate_strict", "n")] == 100
+
+
+def test_a_failed_question_is_not_answered_and_stays_in_the_denominator():
+    requests = _requests([(0, "#### 1", "1"), (1, "#### 1", "1"), (2, "#### 1", "1")])
+    requests["status"] = ["ok", "error", "ok"]  # the failed one's partial text even holds the answer
+    scored = score_table(requests)
+    assert scored["correct_strict"].tolist() == [True, False, True]
+    assert scored["failed"].tolist() == [False, True, False]
+    values = accuracy_summary(scored).set_index(["metric", "stat"])["value"]
+    assert values[("gsm8k_accuracy_strict", "mean")] == pytest.approx(2 / 3)
+    assert values[("gsm8k_accuracy_strict", "n")] == 3 and values[("gsm8k_questions_failed", "value")] == 1
