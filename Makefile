@@ -4,6 +4,12 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# uv creates and fills every environment. It is bootstrapped with pip, once per version, into the
+# cache that also holds the server environments (outside the clone).
+CACHE := $(or $(SPARKBENCH_CACHE),$(HOME)/.cache/sparkbench)
+UV_VERSION := $(shell sed -n 's/^required-version = "==\(.*\)"/\1/p' pyproject.toml)
+UV_DIR := $(CACHE)/tools/uv-$(UV_VERSION)
+UV := $(UV_DIR)/bin/uv
 SERVER ?=
 RUNS ?=
 ARGS ?=
@@ -11,23 +17,33 @@ SERVER_FLAG := $(if $(SERVER),--server $(SERVER),)
 # The embedded default needs the SGLang environment and the tiny model; an attached server does not.
 EMBEDDED_DEPS := $(if $(SERVER),,env-sglang model)
 
-.PHONY: help setup env-sglang env-vllm model testbed bench-synthetic bench-gsm8k test test-unit test-e2e clean
+.PHONY: help setup lock lock-upgrade env-sglang env-vllm model testbed bench-synthetic bench-gsm8k test test-unit test-e2e clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-$(BIN)/sparkbench: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,energy]'
+$(UV):
+	rm -rf $(UV_DIR) $(UV_DIR).partial
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --target $(UV_DIR).partial uv==$(UV_VERSION)
+	mv $(UV_DIR).partial $(UV_DIR)
+
+$(BIN)/sparkbench: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --quiet --locked --all-extras --python $(PYTHON)
 	@touch $@
 
-setup: $(BIN)/sparkbench ## Create .venv with the harness and its test tools
+setup: $(BIN)/sparkbench ## Create .venv with the harness and its test tools, exactly as uv.lock pins them
+
+lock: | $(UV) ## Update uv.lock after a change to pyproject.toml's dependencies (other pins stay)
+	$(UV) lock
+
+lock-upgrade: | $(UV) ## Re-resolve uv.lock to the newest releases that pyproject.toml allows
+	$(UV) lock --upgrade
 
 env-sglang: setup ## Install the pinned SGLang server environment (cached outside the clone)
-	$(BIN)/python -m harness.testbed.envs env sglang
+	$(BIN)/python -m harness.testbed.envs env sglang --uv $(UV)
 
 env-vllm: setup ## Install the pinned vLLM CPU server environment (cached outside the clone)
-	$(BIN)/python -m harness.testbed.envs env vllm
+	$(BIN)/python -m harness.testbed.envs env vllm --uv $(UV)
 
 model: env-sglang ## Build the test bed's tiny models (plain, bigram, wrong draft) once (cached outside the clone)
 	$(BIN)/python -m harness.testbed.envs model

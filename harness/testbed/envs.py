@@ -2,26 +2,34 @@
 
 Each engine lives in its own virtual environment (the engines want different torch builds and the
 harness never imports an engine). An environment's folder name carries the hash of its pinned
-requirements file, so a changed pin builds a new one and a warm machine reuses the old one. A
-folder is only used once its `.complete` marker exists, so an interrupted install is redone.
+requirements file and of the module that installs it, so a changed pin or a changed way of
+installing builds a new one and a warm machine reuses the old one. A folder is only used once its
+`.complete` marker exists, so an interrupted install is redone; a lock beside it lets one process
+build it while others wait.
 """
 
 from __future__ import annotations
 
+import argparse
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from harness.engines.registry import engine_named
 from harness.errors import SparkbenchError
+from harness.testbed import install
 
 TESTBED_DIR = Path(__file__).resolve().parent
 MARKER = ".complete"
 # The models build_tiny_model.py makes: the tiny model and the speculative test pair built from it.
 MODEL_VARIANTS = ("tiny", "bigram", "wrong-draft")
+INSTALLER = Path(install.__file__)
 
 
 def cache_root() -> Path:
@@ -45,7 +53,7 @@ def requirements_file(engine: str) -> Path:
 
 
 def env_dir(engine: str) -> Path:
-    return cache_root() / "envs" / f"{engine}-{_digest(requirements_file(engine))}"
+    return cache_root() / "envs" / f"{engine}-{_digest(requirements_file(engine), INSTALLER)}"
 
 
 def env_python(engine: str) -> Path:
@@ -56,23 +64,34 @@ def env_python(engine: str) -> Path:
     return folder / "bin" / "python"
 
 
-def ensure_env(engine: str) -> Path:
-    """Create the engine's environment if it is not there yet; return its Python."""
-    folder = env_dir(engine)
-    if (folder / MARKER).exists():
-        return folder / "bin" / "python"
-    shutil.rmtree(folder, ignore_errors=True)
+@contextmanager
+def _sole_builder(folder: Path) -> Iterator[bool]:
+    """Hold the folder's lock and say whether it still needs building: a second make or test
+    session that wants the same cached folder waits, then uses the first one's work."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    print(f"installing the {engine} environment into {folder} (several minutes, once)", flush=True)
-    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
-    pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "-r", str(requirements_file(engine))], check=True)
+    with open(folder.parent / f"{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield not (folder / MARKER).exists()
+
+
+def ensure_env(engine: str, uv: Path) -> Path:
+    """Create the engine's environment with uv if it is not there yet; return its Python."""
+    folder = env_dir(engine)
+    with _sole_builder(folder) as needed:
+        if needed:
+            _install_env(engine, folder, uv)
+    return folder / "bin" / "python"
+
+
+def _install_env(engine: str, folder: Path, uv: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)  # what an interrupted install left
+    print(f"installing the {engine} environment into {folder} (once)", flush=True)
+    python = install.create_env(uv, folder)
+    install.install_requirements(uv, python, requirements_file(engine))
     unused = engine_named(engine).testbed_remove_after_install
     if unused:
-        subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "uninstall", "--yes", "--quiet", *unused],
-                       check=True)
+        install.uninstall(uv, python, list(unused))
     (folder / MARKER).write_text("ok\n")
-    return folder / "bin" / "python"
 
 
 def model_corpus() -> Path:
@@ -91,26 +110,34 @@ def model_dir(variant: str = "tiny") -> Path:
 def ensure_model(variant: str = "tiny", engine: str = "sglang") -> Path:
     """Build a test-bed model once (with a server environment's torch) and return its folder."""
     folder = model_dir(variant)
-    if (folder / MARKER).exists():
-        return folder
-    shutil.rmtree(folder, ignore_errors=True)
-    python = env_python(engine)
-    subprocess.run([str(python), str(TESTBED_DIR / "build_tiny_model.py"), str(model_corpus()), str(folder),
-                    variant], check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
-    (folder / MARKER).write_text("ok\n")
+    with _sole_builder(folder) as needed:
+        if needed:
+            shutil.rmtree(folder, ignore_errors=True)
+            subprocess.run([str(env_python(engine)), str(TESTBED_DIR / "build_tiny_model.py"),
+                            str(model_corpus()), str(folder), variant],
+                           check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+            (folder / MARKER).write_text("ok\n")
     return folder
 
 
 def main(argv: list[str]) -> None:
-    """`python -m harness.testbed.envs env ENGINE | model`: used by the Makefile."""
-    what = argv[0] if argv else ""
-    if what == "env" and len(argv) == 2:
-        print(ensure_env(argv[1]))
-    elif what == "model":
-        for variant in MODEL_VARIANTS:
-            print(ensure_model(variant))
-    else:
-        raise SystemExit("usage: python -m harness.testbed.envs env sglang|vllm | model")
+    """`python -m harness.testbed.envs env ENGINE --uv PATH | model`: used by the Makefile."""
+    parser = argparse.ArgumentParser(prog="python -m harness.testbed.envs")
+    commands = parser.add_subparsers(dest="what", required=True)
+    env = commands.add_parser("env", help="install a server environment")
+    env.add_argument("engine", help="an engine with a requirements-ENGINE.txt here")
+    env.add_argument("--uv", type=Path, required=True, help="the uv executable that installs it")
+    commands.add_parser("model", help="build the test-bed models")
+    args = parser.parse_args(argv)
+    try:
+        if args.what == "env":
+            print(ensure_env(args.engine, args.uv))
+        else:
+            for variant in MODEL_VARIANTS:
+                print(ensure_model(variant))
+    except SparkbenchError as exc:
+        print(f"sparkbench: {exc}", file=sys.stderr)
+        raise SystemExit(exc.exit_code) from None
 
 
 if __name__ == "__main__":
