@@ -10,6 +10,8 @@
 Beside the raw aggregate decode throughput, stat `length_matched` holds the candidate reweighted to
 the baseline's output-length mix (`length_matched_throughput`; its change is against the baseline's
 raw aggregate) and `length_match_coverage` the share of baseline requests whose lengths it covers.
+A speculative candidate against a non-speculative baseline of the same workload and model also
+gets the verification-cost rows (`harness.analysis.verify_pair`; no change, no interval).
 The baseline's own rows carry its full-run values and no change.
 """
 
@@ -25,7 +27,8 @@ import pandas as pd
 
 from harness.analysis.run import Run
 from harness.analysis.stats import (accuracy_change, bootstrap_change, bootstrap_ratio_of_sums_change,
-                           bootstrap_relative_change, discordant_counts, mcnemar_exact)
+                                    bootstrap_relative_change, discordant_counts, mcnemar_exact)
+from harness.analysis.verify_pair import verify_cost_rows
 from harness.errors import SparkbenchError
 from harness.metrics import length_match_weights, length_matched_throughput
 from harness.metrics.catalogue import CATALOGUE, compared_stats
@@ -189,6 +192,7 @@ def candidate_rows(base: Run, cand: Run) -> list[dict]:
     rows[after:after] = [{k: v for k, v in matched.items() if k != "coverage"},
                          {"metric": "length_match_coverage", "stat": "value", "value": matched["coverage"],
                           "unit": "fraction"}]
+    rows += verify_cost_rows(base, cand)
     for row in rows:
         row |= {"paired": paired, "n": len(cand_rows)}
     if base.scores is not None and cand.scores is not None and base.scorer == cand.scorer:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -112,3 +113,53 @@ def test_nightly_catches_speculation_switched_off(vllm_ngram_server, vllm_plain_
     assert done.returncode == 1, done.stdout + done.stderr
     verdict = done.stdout.strip().splitlines()[-1]
     assert verdict.startswith("verdict: REGRESSION in") and "synthetic:accept_length_token_weighted" in verdict
+
+
+def _server_decode_ms(run_dir) -> pd.Series:
+    """vLLM's own decode time per request, read raw: `metrics.generation_time_ms`."""
+    table = pd.read_parquet(run_dir / "requests.parquet")
+    return table["meta_info_json"].map(lambda raw: json.loads(raw)["metrics"]["generation_time_ms"])
+
+
+def test_verify_cost_ratio_from_the_servers_own_timings(plain_run, ngram_run):
+    """n-gram speculation against the same server without it. The ratio from the servers' own
+    decode times equals one computed here from vLLM's raw per-request metrics (rounds: the streamed
+    chunks after the first); the one from the client's stamps differs from it by no more than the
+    client and server disagree on decode time in these runs; tokens per round over the ratio is the
+    measured speedup."""
+    from harness.analysis.compare import compare_runs
+
+    table = compare_runs([plain_run, ngram_run]).set_index(["run_id", "metric", "stat"])["value"]
+    spec_id, base_id = (json.loads((r / "manifest.json").read_text())["run_id"] for r in (ngram_run, plain_run))
+    plain, spec = (pd.read_parquet(r / "requests.parquet") for r in (plain_run, ngram_run))
+    plain_step = _server_decode_ms(plain_run).sum() / (plain["completion_tokens"] - 1).sum()
+    rounds = spec["chunk_ns"].map(len) - 1
+    expected = _server_decode_ms(ngram_run).sum() / rounds.sum() / plain_step
+    server = table[(spec_id, "verify_cost_ratio", "server_timings")]
+    assert server == pytest.approx(expected, rel=1e-9)
+    base_gap, spec_gap = ((_derived(r)["decode_ms"] / _server_decode_ms(r) - 1).abs().max()
+                          for r in (plain_run, ngram_run))
+    client = table[(spec_id, "verify_cost_ratio", "value")]
+    assert (1 - spec_gap) / (1 + base_gap) <= client / server <= (1 + spec_gap) / max(1 - base_gap, 1e-9)
+    speedup = (table[(spec_id, "decode_throughput_aggregate", "value")]
+               / table[(base_id, "decode_throughput_aggregate", "value")])
+    assert table[(spec_id, "speedup", "value")] == pytest.approx(speedup, rel=0.02)
+    assert table[(spec_id, "decode_tokens_per_round", "value")] > 1.0
+
+
+def test_roofline_of_a_plain_run_states_its_bytes(plain_run):
+    """The tiny model's config is on this machine (vLLM names its folder): every weight of a dense
+    model is read once per step, and achieved GB/s is bytes over the measured step."""
+    from harness.metrics.model_bytes import WeightDtypes, weight_parts
+
+    summary = pd.read_csv(plain_run / "summary.csv").set_index("metric")["value"]
+    served = json.loads((plain_run / "manifest.json").read_text())["server"]["models"]["data"][0]["root"]
+    config = json.loads((Path(served) / "config.json").read_text())
+    weights = sum(p.bytes for p in weight_parts(config, WeightDtypes("bf16", "bf16")))
+    assert summary["roofline_weight_bytes"] == pytest.approx(weights)
+    assert summary["roofline_kv_cache_bytes"] > 0
+    step_s = 1 / summary["decode_throughput_aggregate"]
+    assert summary["roofline_achieved_gbps"] == pytest.approx(summary["roofline_bytes_per_step"] / step_s / 1e9)
+    done = sparkbench("summarize", str(plain_run), "--peak-gbps", "100")
+    assert done.returncode == 0 and "bytes one decode step reads at batch 1" in done.stdout
+    assert "x 2 B (bf16)" in done.stdout and "of 100 GB/s peak" in done.stdout

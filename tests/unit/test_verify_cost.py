@@ -1,0 +1,80 @@
+"""Verification-cost ratio on made-up timestamps: SGLang rounds from the server's count, vLLM-style
+rounds from streamed chunks, server timings, break-even, and the rows compare adds."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from harness.analysis.compare import compare_runs
+from harness.metrics import derive_requests
+from harness.metrics.verify_cost import decode_rounds, verify_cost
+from tests.unit.conftest import build_record, to_frame
+from tests.unit.test_report import SYNTHETIC, write_run
+
+SERVER_TIMES = {"first_token_latency": 0.110, "e2e_latency": 0.210}  # SGLang, seconds: 100 ms of decode
+
+
+def plain(seq: int):
+    """11 tokens, one per 10 ms after the first: a plain step is 10 ms."""
+    return build_record(chunks=[(100.0 + 10 * k, 1) for k in range(11)], end_ms=200.0, seq=seq, meta=SERVER_TIMES)
+
+
+def sglang_speculative(seq: int):
+    """13 tokens: the first, then 4 verify rounds of 3 tokens, 25 ms each."""
+    chunks = [(100.0, 1)] + [(100.0 + 25 * k, 3) for k in range(1, 5)]
+    return build_record(chunks=chunks, end_ms=200.0, seq=seq, meta=SERVER_TIMES | {"spec_verify_ct": 4})
+
+
+def vllm_speculative(seq: int):
+    """10 tokens: the first, a plain step (no draft), then two drafting rounds of 4 tokens;
+    vLLM counts only the 2 rounds that drafted."""
+    spec = {"num_spec_steps": 2, "num_accepted_draft_tokens": 6, "num_draft_tokens": 6, "mean_acceptance_length": 4.0}
+    chunks = [(100.0, 1), (110.0, 1), (130.0, 4), (150.0, 4)]
+    return build_record(chunks=chunks, end_ms=150.0, seq=seq, engine="vllm",
+                        meta={"metrics": {"speculative_decoding": spec}})
+
+
+def derived(records):
+    return derive_requests(to_frame(records))
+
+
+def test_round_cost_over_plain_step_with_sglang_round_counts():
+    figures = verify_cost(derived([sglang_speculative(0), sglang_speculative(1)]), derived([plain(0), plain(1)]))
+    assert figures["plain_step_ms"] == pytest.approx(10.0)
+    assert figures["verify_round_ms"] == pytest.approx(25.0)
+    assert figures["verify_cost_ratio"] == pytest.approx(2.5)
+    assert figures["decode_tokens_per_round"] == pytest.approx(3.0)
+    assert figures["break_even_tokens_per_round"] == figures["verify_cost_ratio"]
+    # 3 tokens per round at the price of 2.5 steps: 1.2x, the ratio of the decode throughputs.
+    assert figures["speedup"] == pytest.approx(1.2)  # (12 tokens / 100 ms) / (10 tokens / 100 ms)
+
+
+def test_server_timings_give_the_ratio_without_transport():
+    figures = verify_cost(derived([sglang_speculative(0)]), derived([plain(0)]), timing="server")
+    assert figures["verify_cost_ratio"] == pytest.approx(2.5)
+
+
+def test_rounds_without_a_draft_count_as_rounds_when_the_server_counts_only_drafting_ones():
+    spec = derived([vllm_speculative(0)])
+    assert decode_rounds(spec).tolist() == [3.0]  # chunks after the first, not vLLM's 2
+    figures = verify_cost(spec, derived([plain(0)]))
+    assert figures["verify_round_ms"] == pytest.approx(50 / 3)
+    assert figures["decode_tokens_per_round"] == pytest.approx(3.0)
+
+
+def test_no_rounds_no_ratio():
+    figures = verify_cost(derived([build_record(chunks=[(100.0, 1)])]), derived([plain(0)]))
+    assert math.isnan(figures["verify_cost_ratio"]) and math.isnan(figures["speedup"])
+
+
+def test_compare_adds_the_rows_for_a_speculative_run_against_a_plain_baseline(tmp_path):
+    base = write_run(tmp_path, "v-base", [plain(i) for i in range(3)], SYNTHETIC)
+    cand = write_run(tmp_path, "v-spec", [sglang_speculative(i) for i in range(3)], SYNTHETIC)
+    rows = compare_runs([base, cand]).set_index(["run_id", "metric", "stat"])
+    assert rows.loc[("v-spec", "verify_cost_ratio", "value"), "value"] == pytest.approx(2.5)
+    assert rows.loc[("v-spec", "verify_cost_ratio", "server_timings"), "value"] == pytest.approx(2.5)
+    assert rows.loc[("v-spec", "break_even_tokens_per_round", "value"), "unit"] == "tokens/round"
+    # Two speculative runs, or a speculative baseline: no ratio.
+    assert "verify_cost_ratio" not in compare_runs([cand, base])["metric"].tolist()
