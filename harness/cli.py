@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from harness.config import bounds
 from harness.errors import SparkbenchError
 from harness.run.runner import RunOptions
+from workloads import WorkloadConfig
 from workloads.gsm8k import GSM8KConfig
 from workloads.synthetic import SyntheticConfig
 
@@ -93,11 +94,10 @@ def _run(common: Common, workload: str, workload_options: dict, chat: bool = Fal
 S, G, R = SyntheticConfig, GSM8KConfig, RunOptions
 
 
-def bound(model: type[BaseModel], field: str, **extra) -> typer.models.OptionInfo:
-    """A typer option bound to a config field: its description (with scale defaults) and bounds."""
-    describe = getattr(model, "help", None)
-    text = describe(field) if describe else model.model_fields[field].description
-    return typer.Option(help=text, **bounds(model, field), **extra)
+def bound(model: type[WorkloadConfig], field: str) -> typer.models.OptionInfo:
+    """A typer option bound to a workload config field: its description with the scale defaults,
+    and its bounds."""
+    return typer.Option(help=model.help(field), **bounds(model, field))
 
 
 def default(model: type[BaseModel], field: str):

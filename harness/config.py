@@ -39,7 +39,8 @@ def error_lines(error: ValidationError, where: str) -> list[str]:
             parent, _, key = path.rpartition(".")
             unknown.setdefault(parent, []).append(key)
             continue
-        lines.append(f"{where}: {path or 'value'}: {problem['msg']}")
+        message = problem["msg"].removeprefix("Value error, ")
+        lines.append(f"{where}: {path}: {message}" if path else f"{where}: {message}")
     for parent, keys in unknown.items():
         lines.append(f"{where}{': ' + parent if parent else ''}: unknown keys {', '.join(keys)}")
     return lines

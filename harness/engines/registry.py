@@ -14,6 +14,7 @@ the package's modules are imported on first lookup, so nothing else needs to nam
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import pkgutil
@@ -30,7 +31,6 @@ from harness.errors import SparkbenchError
 PACKAGE_DIR = Path(__file__).resolve().parent
 ENGINES: dict[str, Engine] = {}
 API_CLIENTS: dict[str, Callable[..., Backend]] = {}
-_discovered: list[bool] = []  # set once every module of the package has been imported
 
 
 class Engine:
@@ -89,17 +89,16 @@ def register_api(name: str) -> Callable[[type], type]:
     return decorate
 
 
+@functools.cache
 def _discover() -> None:
-    """Import every module of this package once, so that each registers what it defines."""
+    """Import every module of this package (once), so that each registers what it defines."""
     for module in pkgutil.iter_modules([str(PACKAGE_DIR)]):
         importlib.import_module(f"harness.engines.{module.name}")
-    _discovered.append(True)
 
 
 def engines() -> dict[str, Engine]:
     """Every registered adapter by name, in detection order."""
-    if not _discovered:
-        _discover()
+    _discover()
     return dict(sorted(ENGINES.items(), key=lambda item: (item[1].detect_order, item[0])))
 
 

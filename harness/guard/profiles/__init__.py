@@ -5,7 +5,7 @@ engine, the launch module, arguments and environment, and the expectations the c
 guard (`harness.guard.checks`) checks against the running server. Keys left out of `expect` are not
 checked; `speculative: null` is an expectation (no speculation), not an omission.
 
-Schema:
+Schema (`schema.ProfileFile`, strict; every problem one line naming the file):
     name: str
     engine: sglang | vllm
     description: str
@@ -28,18 +28,11 @@ from typing import Any
 
 import yaml
 
-from harness.engines.registry import launchable_engines
+from harness.config import validated
 from harness.errors import SparkbenchError
+from harness.guard.profiles.schema import DEFAULT_MIN_ACCEPT_LENGTH, CanaryFile, ProfileFile
 
 PROFILES_DIR = Path(__file__).resolve().parent
-PROFILE_KEYS = {"name", "engine", "description", "launch", "expect", "canary"}
-LAUNCH_KEYS = {"module", "args", "env", "cpu_kernel_standin", "model", "draft_model"}
-EXPECT_KEYS = {"speculative", "enable_fp32_lm_head", "moe_runner_backend", "quantization",
-               "attention_backend", "version", "lm_head_dtype"}
-SPECULATIVE_KEYS = {"algorithm", "num_steps", "num_draft_tokens", "eagle_topk"}
-LM_HEAD_DTYPES = ("bf16", "fp16", "fp32", "fp8")
-CANARY_KEYS = {"min_accept_length"}
-DEFAULT_MIN_ACCEPT_LENGTH = 1.05
 
 
 @dataclass(frozen=True)
@@ -128,81 +121,17 @@ def _load_file(path: Path) -> Profile:
 
 
 def profile_from_dict(data: Any, source: Path) -> Profile:
-    """Validate parsed YAML into a `Profile`; any problem is a one-line error naming the file."""
-    where = f"profile {source}"
-    data = _mapping(data, where, PROFILE_KEYS)
-    for key in ("name", "engine", "launch"):
-        if key not in data:
-            raise SparkbenchError(f"{where}: missing key {key!r}")
-    engine = data["engine"]
-    if engine not in launchable_engines():
-        raise SparkbenchError(f"{where}: engine must be one of {', '.join(launchable_engines())}, not {engine!r}")
-    launch = _launch(data["launch"], engine, where)
-    expect = _expect(data.get("expect") or {}, where)
-    canary = _canary(data.get("canary"), bool(expect.get("speculative")), where)
-    return Profile(name=str(data["name"]), engine=engine, description=str(data.get("description", "")).strip(),
-                   launch=launch, expect=expect, canary=canary, source=source)
-
-
-def _mapping(value: Any, where: str, allowed: set[str]) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise SparkbenchError(f"{where}: expected a mapping, got {type(value).__name__}")
-    unknown = sorted(set(value) - allowed)
-    if unknown:
-        raise SparkbenchError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
-    return value
-
-
-def _as_text(value: Any, where: str) -> str:
-    """Numbers become their text (YAML reads an unquoted 40960 as an int); booleans are refused
-    because `True` would reach the server as the word, not as the 1 or true the user meant."""
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise SparkbenchError(f"{where}: {value!r} must be a string (quote it)")
-    return str(value)
-
-
-def _launch(value: Any, engine: str, where: str) -> Launch:
-    launch = _mapping(value, f"{where} launch", LAUNCH_KEYS)
-    if not launch.get("module"):
-        raise SparkbenchError(f"{where} launch: missing key 'module'")
-    args = tuple(_as_text(arg, f"{where} launch.args") for arg in launch.get("args") or [])
-    env = {str(key): _as_text(val, f"{where} launch.env.{key}") for key, val in (launch.get("env") or {}).items()}
-    standin = launch.get("cpu_kernel_standin", False)
-    if not isinstance(standin, bool):
-        raise SparkbenchError(f"{where} launch.cpu_kernel_standin must be true or false")
-    if standin and engine != "sglang":
-        raise SparkbenchError(f"{where} launch.cpu_kernel_standin applies to sglang only")
-    models = {key: _optional_text(launch.get(key), f"{where} launch.{key}") for key in ("model", "draft_model")}
-    if models["draft_model"] and engine != "sglang":
-        raise SparkbenchError(f"{where} launch.draft_model applies to sglang only")
-    return Launch(module=str(launch["module"]), args=args, env=MappingProxyType(env), cpu_kernel_standin=standin,
-                  **models)
-
-
-def _optional_text(value: Any, where: str) -> str | None:
-    return None if value is None else _as_text(value, where)
-
-
-def _expect(value: Any, where: str) -> Mapping[str, Any]:
-    expect = dict(_mapping(value, f"{where} expect", EXPECT_KEYS))
+    """Validate parsed YAML into a `Profile` (schema: `ProfileFile`); one line per problem, naming the file."""
+    checked = validated(ProfileFile, data if data is not None else {}, f"profile {source}")
+    expect = checked.stated_expectations()
     if expect.get("speculative") is not None:
-        expect["speculative"] = MappingProxyType(
-            dict(_mapping(expect["speculative"], f"{where} expect.speculative", SPECULATIVE_KEYS)))
-    if "lm_head_dtype" in expect and expect["lm_head_dtype"] not in LM_HEAD_DTYPES:
-        raise SparkbenchError(f"{where} expect.lm_head_dtype must be one of {', '.join(LM_HEAD_DTYPES)}, "
-                              f"not {expect['lm_head_dtype']!r}")
-    if "version" in expect and expect["version"] is not None:
-        expect["version"] = str(expect["version"])  # an unquoted 0.5 would otherwise be a float
-    return MappingProxyType(expect)
-
-
-def _canary(value: Any, speculation_expected: bool, where: str) -> Canary | None:
-    if not speculation_expected:
-        if value is not None:
-            raise SparkbenchError(f"{where}: a canary needs expect.speculative (nothing to accept without drafts)")
-        return None
-    canary = _mapping(value or {}, f"{where} canary", CANARY_KEYS)
-    threshold = canary.get("min_accept_length", DEFAULT_MIN_ACCEPT_LENGTH)
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or threshold < 1.0:
-        raise SparkbenchError(f"{where} canary.min_accept_length must be a number >= 1.0, not {threshold!r}")
-    return Canary(min_accept_length=float(threshold))
+        expect["speculative"] = MappingProxyType(expect["speculative"])
+    canary = None
+    if checked.expects_speculation:
+        canary = Canary(min_accept_length=(checked.canary or CanaryFile()).min_accept_length)
+    launch = checked.launch
+    return Profile(name=checked.name, engine=checked.engine, description=checked.description.strip(),
+                   launch=Launch(module=launch.module, args=tuple(launch.args), env=MappingProxyType(dict(launch.env)),
+                                 cpu_kernel_standin=launch.cpu_kernel_standin, model=launch.model,
+                                 draft_model=launch.draft_model),
+                   expect=MappingProxyType(expect), canary=canary, source=source)
