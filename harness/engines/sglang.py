@@ -12,6 +12,7 @@ its `/server_info` as the guard's facts, and launches it with `--model-path`.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from pathlib import Path
@@ -29,6 +30,8 @@ from harness.spec import Prompt, SamplingParams
 
 SERVER_INFO_PATHS = ("/server_info", "/get_server_info")  # newer name first
 MS_PER_S = 1000.0
+# A flush refused while the last request is still being freed is retried (see flush_prefix_cache).
+FLUSH_ATTEMPTS, FLUSH_RETRY_S = 20, 0.25
 
 
 def sampling_body(s: SamplingParams) -> dict[str, Any]:
@@ -130,11 +133,20 @@ class SGLangBackend:
 
     async def flush_prefix_cache(self, http: httpx.AsyncClient, base_url: str) -> str:
         """Empty the radix cache. Any earlier prompt that began with the same token would otherwise
-        serve that token from the cache; only the server can forget what it has seen."""
-        try:
-            resp = await http.post(f"{base_url}/flush_cache")
-        except httpx.HTTPError as exc:
-            raise ServerUnreachable(f"{base_url}/flush_cache stopped answering ({type(exc).__name__})") from exc
+        serve that token from the cache; only the server can forget what it has seen.
+
+        SGLang refuses to flush (HTTP 400) while a request is still in its running batch, and it
+        streams a request's last chunk before its next scheduling step frees it: right after the
+        warm-up that window is open, so a refusal is retried for a few seconds before it counts.
+        """
+        for attempt in range(FLUSH_ATTEMPTS):
+            try:
+                resp = await http.post(f"{base_url}/flush_cache")
+            except httpx.HTTPError as exc:
+                raise ServerUnreachable(f"{base_url}/flush_cache stopped answering ({type(exc).__name__})") from exc
+            if resp.status_code != 400 or attempt == FLUSH_ATTEMPTS - 1:
+                break
+            await asyncio.sleep(FLUSH_RETRY_S)
         if resp.status_code != 200:
             raise ServerHTTPError(f"{base_url}/flush_cache answered HTTP {resp.status_code}: "
                                   f"{resp.text.strip()[:200]} (use --keep-prefix-cache to skip the flush)")

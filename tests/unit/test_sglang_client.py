@@ -106,3 +106,44 @@ def test_connection_reset_mid_stream_is_a_disconnect():
 def test_refused_connection_is_raised_the_request_was_never_sent():
     with pytest.raises(ConnectFailed, match="cannot connect"):
         _run("", raise_exc=httpx.ConnectError("refused"))
+
+
+def _flush(statuses: list[int]) -> tuple[object, int]:
+    """Flush against a server answering `statuses` in turn; (result or raised error, requests sent)."""
+    from harness.engines import sglang
+
+    answers = iter(statuses)
+    sent = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.path)
+        return httpx.Response(next(answers), text="Flush cache failed.")
+
+    async def go():
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+            return await sglang.SGLangBackend().flush_prefix_cache(http, "http://server")
+
+    try:
+        return asyncio.run(go()), len(sent)
+    except ServerHTTPError as exc:
+        return exc, len(sent)
+
+
+def test_flush_refused_while_the_last_request_is_freed_is_retried(monkeypatch):
+    from harness.engines import sglang
+
+    monkeypatch.setattr(sglang, "FLUSH_RETRY_S", 0.0)
+    result, sent = _flush([400, 400, 200])
+    assert result == "flushed (POST /flush_cache)" and sent == 3
+
+
+def test_flush_still_refused_after_the_retries_is_one_line(monkeypatch):
+    from harness.engines import sglang
+
+    monkeypatch.setattr(sglang, "FLUSH_RETRY_S", 0.0)
+    error, sent = _flush([400] * sglang.FLUSH_ATTEMPTS)
+    assert sent == sglang.FLUSH_ATTEMPTS
+    assert str(error) == ("http://server/flush_cache answered HTTP 400: Flush cache failed. "
+                          "(use --keep-prefix-cache to skip the flush)")
+    error, sent = _flush([500])
+    assert sent == 1 and "answered HTTP 500" in str(error)
