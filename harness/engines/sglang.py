@@ -187,7 +187,8 @@ def sglang_speculation(meta: dict[str, Any], completion_tokens: float) -> dict[s
     accept_length (tokens per verify round) = `spec_accept_length`, else
     `completion_tokens / spec_verify_ct` (SGLang's own definition: it counts the bonus token and the
     first token from prefill). Draft counts: `spec_num_correct_drafts` / `spec_num_proposed_drafts`,
-    or the older `spec_accept_token_num` / `spec_draft_token_num`.
+    else the names of earlier releases, `spec_accepted_drafts` / `spec_proposed_drafts` and before
+    them `spec_accept_token_num` / `spec_draft_token_num`.
     """
     rounds = number(meta.get("spec_verify_ct"))
     reported_length = number(meta.get("spec_accept_length"))
@@ -197,8 +198,8 @@ def sglang_speculation(meta: dict[str, Any], completion_tokens: float) -> dict[s
     return speculation_columns(
         length,
         rounds,
-        first_number(meta, "spec_num_correct_drafts", "spec_accept_token_num"),
-        first_number(meta, "spec_num_proposed_drafts", "spec_draft_token_num"),
+        first_number(meta, "spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num"),
+        first_number(meta, "spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num"),
         number(meta.get("spec_accept_rate")),
     )
 

@@ -37,9 +37,9 @@ def vllm_speculation(meta: dict[str, Any]) -> dict[str, float]:
 
     accept_length = `mean_acceptance_length`, else `1 + num_accepted_draft_tokens / num_spec_steps`.
     vLLM counts only the steps that had a draft (an n-gram drafter often has none), so its rounds
-    are fewer than its engine steps. The object exists only when speculation is configured: with
-    no draft at all (zero rounds) vLLM reports 1.0, one token per step, and so do we, since a
-    drafter that never lands a token is exactly what the canary must see.
+    are fewer than its engine steps. A request with no drafting step at all (num_spec_steps 0, for
+    which vLLM still reports an acceptance length of 1.0) has no accept length: every column is
+    NaN, as for a request without speculation, so it stays out of the request-weighted mean.
     """
     spec = lookup(meta, "metrics", "speculative_decoding")
     if not isinstance(spec, dict):
@@ -47,12 +47,9 @@ def vllm_speculation(meta: dict[str, Any]) -> dict[str, float]:
     rounds = number(spec.get("num_spec_steps"))
     accepted = number(spec.get("num_accepted_draft_tokens"))
     reported_length = number(spec.get("mean_acceptance_length"))
-    if not (rounds >= 0 or reported_length > 0):
+    if rounds == 0 or not (rounds > 0 or reported_length > 0):
         return dict(NO_SPECULATION)
-    if reported_length > 0:
-        length = reported_length
-    else:
-        length = 1 + accepted / rounds if rounds > 0 else 1.0
+    length = reported_length if reported_length > 0 else 1 + accepted / rounds
     return speculation_columns(length, rounds, accepted, number(spec.get("num_draft_tokens")),
                                number(spec.get("draft_acceptance_rate")))
 

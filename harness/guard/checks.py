@@ -242,7 +242,8 @@ def check_canary(profile: Profile, accept_length: float | None, accepted_drafts:
         return []
     threshold = profile.canary.min_accept_length
     if accept_length is None:
-        return [Finding("canary", False, "server reported no speculative statistics, but the profile expects "
+        return [Finding("canary", False, "no verify round: the server reported no speculative statistics, or "
+                                         "its drafter proposed nothing, but the profile expects "
                                          f"{profile.expect['speculative'].get('algorithm', 'speculation')}")]
     none_landed = accepted_drafts == 0 and proposed_drafts is not None and proposed_drafts > 0
     if none_landed or abs(accept_length - 1.0) <= UNIT_ACCEPT_LENGTH_TOLERANCE:

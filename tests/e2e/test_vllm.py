@@ -60,8 +60,9 @@ def test_without_speculation_accept_columns_are_empty(plain_run):
 def test_ngram_speculation_accept_length_matches_metrics_counters(ngram_run):
     derived = _derived(ngram_run)
     drafted = derived[derived["verify_rounds"] > 0]
-    # A request whose context never repeated gets no n-gram draft: 1.0 tokens per step, honestly.
+    # A request whose context never repeated gets no n-gram draft, and so no accept length.
     assert len(drafted) >= 2 and (drafted["accept_length"] > 1.0).all()
+    assert derived.loc[derived["verify_rounds"].isna(), "accept_length"].isna().all()
     assert (derived["completion_tokens"] == OUTPUT).all()
     summary = pd.read_csv(ngram_run / "summary.csv").set_index(["metric", "stat"])["value"]
     counters = summary[("accept_length_server_counters", "value")]

@@ -273,6 +273,28 @@ def test_vllm_accept_length_from_counts(derive_one):
     assert row["accept_rate"] == 0.5
 
 
+def test_sglang_middle_generation_draft_counts(derive_one):
+    meta = {"spec_verify_ct": 10, "spec_accepted_drafts": 12, "spec_proposed_drafts": 30}
+    row = derive_one(chunks=spec_chunks(22), meta=meta)
+    assert list(row[SPEC_COLUMNS]) == [2.2, 10.0, 12.0, 30.0, 0.4]
+
+
+def test_vllm_request_that_never_drafted_has_no_accept_length(make_record, frame_of):
+    # vLLM reports an acceptance length of 1.0 for a request with no drafting step.
+    never = {"mean_acceptance_length": 1.0, "num_spec_steps": 0, "num_accepted_draft_tokens": 0,
+             "num_draft_tokens": 0, "draft_acceptance_rate": 0.0}
+    drafted = {"num_spec_steps": 4, "num_accepted_draft_tokens": 8, "num_draft_tokens": 12}
+    records = [make_record(seq=i, engine="vllm", chunks=[(10, 1), (20, 2)],
+                           meta={"metrics": {"speculative_decoding": spec}})
+               for i, spec in enumerate([never, drafted])]
+    derived = derive_requests(frame_of(records))
+    assert all(math.isnan(derived.loc[0, c]) for c in SPEC_COLUMNS)
+    assert derived.loc[1, "accept_length"] == 3.0
+    summary = summarize(frame_of(records), "r", "synthetic")
+    assert value(summary, "accept_length_request_weighted") == 3.0  # the 1.0 stays out
+    assert value(summary, "accept_length", "n") == 1
+
+
 def test_vllm_without_speculation(derive_one):
     meta = {"metrics": {"time_to_first_token_ms": 9.0, "speculative_decoding": None}}
     row = derive_one(chunks=[(10, 1), (20, 1)], engine="vllm", meta=meta)
