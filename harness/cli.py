@@ -218,12 +218,47 @@ def report(
     peak_gbps: PeakOpt = None,
 ) -> None:
     """One self-contained HTML report (and Markdown) with the tables and plots of the runs."""
+    from harness.agree.report import is_agreement_run, write_report
     from harness.analysis.roofline import RooflineInputs
     from harness.report.report import build_report
 
-    html, md = build_report(_runs_or_latest(runs, results, latest), out, baseline=baseline,
-                            inputs=RooflineInputs(model_config, peak_gbps))
-    print(f"report: {html}\nmarkdown: {md}")
+    chosen = _runs_or_latest(runs, results, latest)
+    agreement = [d for d in chosen if is_agreement_run(d)]
+    if agreement and len(agreement) < len(chosen):
+        raise SparkbenchError("agreement runs (sparkbench agree) have their own report: give them without benchmark runs")
+    reports = [write_report(d, out / d.name) for d in agreement] or [
+        build_report(chosen, out, baseline=baseline, inputs=RooflineInputs(model_config, peak_gbps))]
+    for html, md in reports:
+        print(f"report: {html}\nmarkdown: {md}")
+
+
+@app.command("agree")
+def agree(
+    reference: Annotated[str, typer.Option(help="Base URL of the reference server (e.g. the BF16 head).")],
+    candidate: Annotated[str, typer.Option(help="Base URL of the candidate server (e.g. the FP8 head).")],
+    source: Annotated[str, typer.Option(help="Continuation scored after each GSM8K prompt: answers (the "
+                                             "reference answers) or greedy (the reference server's own).")] = "answers",
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Questions to score [all 1,319].")] = None,
+    offset: Annotated[int, typer.Option(min=0, help="First test question.")] = 0,
+    shot_seed: Annotated[int, typer.Option(help="Seed that draws the five shots from the TRAIN split.")] = 1234,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="Greedy continuation length (source greedy).")] = 256,
+    top_k: Annotated[int, typer.Option(min=2, max=20, help="Top-k returned at every position.")] = 10,
+    tokenizer: Annotated[Optional[Path], typer.Option(help="Local tokenizer folder of the served model "
+                                                           "(default: the reference's model folder).")] = None,
+    results: Annotated[Path, typer.Option(help="Folder that receives <run_id>/ (kept apart from benchmark "
+                                               "runs, which compare and report read).")] = Path("results/agree"),
+    request_timeout: TimeoutOpt = 600.0,
+) -> None:
+    """Top-k agreement: both servers score the same teacher-forced token sequences, position by position."""
+    from harness.agree.report import headline, write_report
+    from harness.agree.run import AgreeOptions, run_agreement
+
+    options = AgreeOptions(source=source, limit=limit, offset=offset, shot_seed=shot_seed,
+                           max_new_tokens=max_new_tokens, top_k=top_k, tokenizer=tokenizer,
+                           request_timeout_s=request_timeout)
+    run = run_agreement({"reference": reference, "candidate": candidate}, options, results)
+    html, _ = write_report(run.path)
+    print(f"{headline(run.path)}\nrun: {run.path}\nreport: {html}")
 
 
 @app.command("profiles")

@@ -29,9 +29,10 @@ class LiveServer:
 
 
 @contextmanager
-def launched(profile: str, label: str | None = None) -> Iterator[LiveServer]:
-    """A server of `profile` (a name or a YAML path) for one module's tests, stopped when they are done."""
-    with embedded_server(profile, log_name=f"e2e-{label or profile}") as server:
+def launched(profile: str, label: str | None = None, model_dir: Path | None = None) -> Iterator[LiveServer]:
+    """A server of `profile` (a name or a YAML path) for one module's tests, stopped when they are done
+    (`model_dir`: another model than the tiny test-bed model)."""
+    with embedded_server(profile, model_dir=model_dir, log_name=f"e2e-{label or profile}") as server:
         yield LiveServer(server.base_url, server.model_dir)
 
 

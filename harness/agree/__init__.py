@@ -1,0 +1,6 @@
+"""Top-k agreement between two servers: does an optimization change the answers?
+
+Pipeline: `sequences` (the token ids to score) -> `scorers` (each server scores them,
+teacher-forced) -> `run` (raw scores on disk) -> `metrics` and `tables` (per position, summary,
+bands) -> `report` (figure, HTML / Markdown section). See docs/agreement.md.
+"""
