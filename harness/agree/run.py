@@ -15,12 +15,12 @@ from pathlib import Path
 
 import httpx
 
-from harness.agree.metrics import BAND_EDGES, TopK
-from harness.agree.scorers import CannotScore, Scored, scorer_for
+from harness.agree.metrics import BAND_EDGES
 from harness.agree.sequences import SOURCES, ForcedSequence, Tokenizer, build_sequences, load_sequences
+from harness.agree.servers import Server, connect
 from harness.agree.tables import agreement_by_margin, bands_table, positions_table, shifts_table, summary_table
 from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable
-from harness.engines.detect import make_backend
+from harness.engines.scoring import CannotScore, ScoredTokens
 from harness.errors import SparkbenchError
 from harness.records.rundir import RunDir, new_run_id
 from harness.run.runner import RunAborted
@@ -53,37 +53,27 @@ class AgreeOptions:
             raise SparkbenchError(f"unknown continuation source {self.source!r}; choose one of {', '.join(SOURCES)}")
 
 
-def _snapshot(http: httpx.Client, scorer) -> dict:
-    """The server's facts for the manifest, through the benchmark client of its API."""
-    api = "sglang" if scorer.engine == "sglang" else "openai"
-    try:
-        return make_backend(api, scorer.base_url).snapshot(http, scorer.base_url)
-    except httpx.HTTPError as exc:
-        raise ServerUnreachable(f"cannot reach {scorer.base_url} ({type(exc).__name__}: {exc})") from exc
-
-
-def _manifest(http: httpx.Client, scorers: dict, options: AgreeOptions, workload: GSM8KWorkload,
+def _manifest(http: httpx.Client, servers: dict[str, Server], options: AgreeOptions, workload: GSM8KWorkload,
               tokenizer: Tokenizer) -> dict:
     return {
         "kind": "agreement", "workload": {**workload.spec(), "name": "agree"},
         "agreement": {**asdict(options), "tokenizer": str(tokenizer.folder), "kl_approximation": KL_NOTE,
                       "band_edges": list(BAND_EDGES)},
-        "servers": {role: {"url": scorers[role].base_url, "engine": scorers[role].engine,
-                           "facts": _snapshot(http, scorers[role])} for role in ROLES},
+        "servers": {role: {"url": servers[role].url, "engine": servers[role].engine.name,
+                           "facts": servers[role].snapshot(http)} for role in ROLES},
     }
 
 
-def _score_row(role: str, seq: ForcedSequence, scored: Scored) -> str:
-    return json.dumps({"role": role, "prompt_id": seq.prompt_id, "target_logprobs": scored.target_logprobs,
-                       "top_ids": [list(t.ids) for t in scored.top],
-                       "top_logprobs": [list(t.logprobs) for t in scored.top]})
+def _score_row(role: str, seq: ForcedSequence, scored: ScoredTokens) -> str:
+    return json.dumps({"role": role, "prompt_id": seq.prompt_id, **asdict(scored)})
 
 
-def _score_all(run: RunDir, sequences: list[ForcedSequence], scorers: dict, http: httpx.Client, k: int) -> None:
+def _score_all(run: RunDir, sequences: list[ForcedSequence], servers: dict[str, Server], http: httpx.Client,
+               k: int) -> None:
     with (run.path / SCORES).open("a", encoding="utf-8") as out:
         for seq in sequences:
             for role in ROLES:
-                scored = scorers[role].score(http, seq.token_ids, seq.start, k)
+                scored = servers[role].score(http, seq.token_ids, seq.start, k)
                 out.write(_score_row(role, seq, scored) + "\n")
                 out.flush()
 
@@ -96,12 +86,12 @@ def run_agreement(urls: dict[str, str], options: AgreeOptions, results_root: Pat
     workload = GSM8KWorkload(limit=options.limit, offset=options.offset, shot_seed=options.shot_seed)
     timeout = httpx.Timeout(options.request_timeout_s, connect=5.0)
     with httpx.Client(timeout=timeout, transport=transport) as http:
-        scorers = {role: scorer_for(http, urls[role]) for role in ROLES}
-        tokenizer = Tokenizer(options.tokenizer or _model_folder(scorers["reference"], http))
-        _check_can_score(scorers, http, tokenizer, options.top_k)
-        run = RunDir.create(results_root, new_run_id("agree"), _manifest(http, scorers, options, workload, tokenizer))
+        servers = {role: connect(http, urls[role]) for role in ROLES}
+        tokenizer = Tokenizer(options.tokenizer or servers["reference"].model_folder(http))
+        _check_can_score(servers, http, tokenizer, options.top_k)
+        run = RunDir.create(results_root, new_run_id("agree"), _manifest(http, servers, options, workload, tokenizer))
         try:
-            status, error = _execute(run, workload, tokenizer, scorers, http, options)
+            status, error = _execute(run, workload, tokenizer, servers, http, options)
         except BaseException as exc:  # a bug in the harness: record what was scored, then surface it
             _finish(run, "failed", f"{type(exc).__name__}: {exc}")
             raise
@@ -112,14 +102,14 @@ def run_agreement(urls: dict[str, str], options: AgreeOptions, results_root: Pat
     return run
 
 
-def _execute(run: RunDir, workload: GSM8KWorkload, tokenizer: Tokenizer, scorers: dict, http: httpx.Client,
-             options: AgreeOptions) -> tuple[str, str | None]:
+def _execute(run: RunDir, workload: GSM8KWorkload, tokenizer: Tokenizer, servers: dict[str, Server],
+             http: httpx.Client, options: AgreeOptions) -> tuple[str, str | None]:
     """Build the sequences, score them on both servers; (status, error) of how it ended."""
     try:
-        generate = lambda ids, n: scorers["reference"].greedy(http, ids, n)  # noqa: E731
+        generate = lambda ids, n: servers["reference"].greedy(http, ids, n)  # noqa: E731
         sequences = build_sequences(workload, tokenizer, options.source, generate, options.max_new_tokens)
         (run.path / SEQUENCES).write_text("".join(s.to_json() + "\n" for s in sequences), encoding="utf-8")
-        _score_all(run, sequences, scorers, http, options.top_k)
+        _score_all(run, sequences, servers, http, options.top_k)
     except KeyboardInterrupt:
         return "interrupted", "stopped by Ctrl-C"
     except ServerUnreachable as exc:
@@ -136,24 +126,17 @@ def _finish(run: RunDir, status: str, error: str | None) -> int:
     return positions
 
 
-def _check_can_score(scorers: dict, http: httpx.Client, tokenizer: Tokenizer, k: int) -> None:
+def _check_can_score(servers: dict[str, Server], http: httpx.Client, tokenizer: Tokenizer, k: int) -> None:
     """Score one short sequence on each server before any run directory exists: a server that cannot
     return top-k log-probabilities of given tokens is refused here, with one line."""
     probe = tokenizer.prompt_ids(PROBE_TEXT)
     for role in ROLES:
-        scorers[role].score(http, probe, 1, k)
+        servers[role].score(http, probe, 1, k)
 
 
-def _model_folder(scorer, http: httpx.Client) -> Path:
-    path = scorer.model_path(http)
-    if not path or not Path(path).is_dir():
-        raise SparkbenchError(f"the reference serves {path!r}, which is not a local folder; pass --tokenizer DIR")
-    return Path(path)
-
-
-def load_scores(run_dir: Path) -> dict[str, dict[str, Scored]]:
-    """{role: {prompt_id: Scored}} from scores.jsonl; a torn last line (crash mid-write) is skipped."""
-    scores: dict[str, dict[str, Scored]] = {role: {} for role in ROLES}
+def load_scores(run_dir: Path) -> dict[str, dict[str, ScoredTokens]]:
+    """{role: {prompt_id: ScoredTokens}} from scores.jsonl; a torn last line (crash mid-write) is skipped."""
+    scores: dict[str, dict[str, ScoredTokens]] = {role: {} for role in ROLES}
     path = Path(run_dir) / SCORES
     lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
     for number, line in enumerate(lines, 1):
@@ -163,8 +146,7 @@ def load_scores(run_dir: Path) -> dict[str, dict[str, Scored]]:
             if number == len(lines):
                 break
             raise SparkbenchError(f"{path}: line {number} is not JSON; the file is corrupt") from exc
-        top = [TopK(tuple(i), tuple(lp)) for i, lp in zip(row["top_ids"], row["top_logprobs"])]
-        scores[row["role"]][row["prompt_id"]] = Scored(row["target_logprobs"], top)
+        scores[row["role"]][row["prompt_id"]] = ScoredTokens(row["target_logprobs"], row["top_ids"], row["top_logprobs"])
     return scores
 
 

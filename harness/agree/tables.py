@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from harness.agree.metrics import (BANDS, first_tokens, frequency_bands, token_counts, top1_agrees, top1_margin,
-                                   topk_recall, union_kl)
-from harness.agree.scorers import Scored
+from harness.agree.metrics import (BANDS, TopK, first_tokens, frequency_bands, token_counts, top1_agrees,
+                                   top1_margin, topk_recall, union_kl)
 from harness.agree.sequences import ForcedSequence
 from harness.analysis.stats import bootstrap_ratio_of_sums
+from harness.engines.scoring import ScoredTokens
 from harness.metrics.stats import describe
 
 SHIFTS_SHOWN = 20
@@ -26,9 +26,13 @@ UNITS = {"top1_agreement": "fraction", "topk_recall": "fraction", "ref_top1_tied
          "target_logprob_shift": "nats", "abs_target_logprob_shift": "nats"}
 
 
-def _position_rows(seq: ForcedSequence, ref: Scored, cand: Scored, bands: Mapping[int, str]) -> list[dict]:
+def _tops(scored: ScoredTokens) -> list[TopK]:
+    return [TopK(tuple(ids), tuple(logprobs)) for ids, logprobs in zip(scored.top_ids, scored.top_logprobs)]
+
+
+def _position_rows(seq: ForcedSequence, ref: ScoredTokens, cand: ScoredTokens, bands: Mapping[int, str]) -> list[dict]:
     rows = []
-    for offset, (target, r, c) in enumerate(zip(seq.continuation_ids, ref.top, cand.top)):
+    for offset, (target, r, c) in enumerate(zip(seq.continuation_ids, _tops(ref), _tops(cand))):
         ref_lp, cand_lp = ref.target_logprobs[offset], cand.target_logprobs[offset]
         rows.append({
             "prompt_id": seq.prompt_id, "position": seq.start + offset, "offset": offset, "target_id": target,
@@ -41,8 +45,8 @@ def _position_rows(seq: ForcedSequence, ref: Scored, cand: Scored, bands: Mappin
     return rows
 
 
-def positions_table(sequences: Sequence[ForcedSequence], reference: Mapping[str, Scored],
-                    candidate: Mapping[str, Scored]) -> pd.DataFrame:
+def positions_table(sequences: Sequence[ForcedSequence], reference: Mapping[str, ScoredTokens],
+                    candidate: Mapping[str, ScoredTokens]) -> pd.DataFrame:
     """One row per scored position of every sequence both servers scored.
 
     `band` is the forced token's frequency band in the run's scored text (`frequency_bands` over

@@ -26,6 +26,7 @@ import httpx
 
 from harness.engines.base import Backend, ServerHTTPError
 from harness.engines.meta import NO_SPECULATION
+from harness.engines.scoring import ScoredTokens, cannot_score
 from harness.errors import SparkbenchError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -73,6 +74,15 @@ class Engine:
     def launch_env(self, cache_root: Path) -> dict[str, str]:
         """Environment that keeps a launched server's caches under `cache_root`."""
         return {}
+
+    def score_tokens(self, http: httpx.Client, base_url: str, token_ids: list[int], start: int,
+                     k: int) -> ScoredTokens:
+        """Teacher-forced top-k at every position from `start` (`harness.engines.scoring`)."""
+        raise cannot_score(self.name, base_url)
+
+    def greedy_ids(self, http: httpx.Client, base_url: str, prompt_ids: list[int], max_new_tokens: int) -> list[int]:
+        """The token ids of the server's greedy continuation of `prompt_ids`."""
+        raise cannot_score(self.name, base_url)
 
 
 def register(cls: type[Engine]) -> type[Engine]:

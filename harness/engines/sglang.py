@@ -23,6 +23,7 @@ import httpx
 from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult, answers_json
 from harness.engines.meta import NO_SPECULATION, first_number, number, speculation_columns
 from harness.engines.registry import Engine, register, register_api
+from harness.engines.scoring import CannotScore, ScoredTokens, post_json, read_answer
 from harness.engines.sse import post_sse
 from harness.engines.stream import NO_DEADLINES, Deadlines, collect
 from harness.errors import SparkbenchError
@@ -236,3 +237,25 @@ class SGLangEngine(Engine):
     def launch_env(self, cache_root: Path) -> dict[str, str]:
         """SGLang's JIT cache, where NGRAM compiles its C++ n-gram corpus on first start."""
         return {"SGLANG_JIT_CACHE_DIR": str(cache_root / "sglang-jit-cache")}
+
+    def score_tokens(self, http: httpx.Client, base_url: str, token_ids: list[int], start: int,
+                     k: int) -> ScoredTokens:
+        """`/generate` with `return_logprob`, `top_logprobs_num` k and `logprob_start_len` start - 1:
+        entry j of `input_token_logprobs` / `input_top_logprobs` is `[logprob, id, text]` (top: a list
+        of them) of token start - 1 + j, and entry 0 is always null (0.5.23 takes that token as given)."""
+        url = f"{base_url}/generate"
+        body = {"input_ids": token_ids, "stream": False, "return_logprob": True, "logprob_start_len": start - 1,
+                "top_logprobs_num": k, "sampling_params": {"temperature": 0.0, "max_new_tokens": 1}}
+        meta = post_json(http, url, body).get("meta_info") or {}
+        targets, tops = meta.get("input_token_logprobs"), meta.get("input_top_logprobs")
+        if targets is None or tops is None:
+            raise CannotScore(f"{url} returned no input_token_logprobs / input_top_logprobs")
+        return read_answer(url, len(token_ids) - start, lambda: ScoredTokens(
+            target_logprobs=[float(entry[0]) for entry in targets[1:]],
+            top_ids=[[int(e[1]) for e in top] for top in tops[1:]],
+            top_logprobs=[[float(e[0]) for e in top] for top in tops[1:]]))
+
+    def greedy_ids(self, http: httpx.Client, base_url: str, prompt_ids: list[int], max_new_tokens: int) -> list[int]:
+        body = {"input_ids": prompt_ids, "stream": False,
+                "sampling_params": {"temperature": 0.0, "max_new_tokens": max_new_tokens}}
+        return [int(i) for i in post_json(http, f"{base_url}/generate", body)["output_ids"]]

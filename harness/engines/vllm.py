@@ -17,10 +17,12 @@ from typing import Any
 import httpx
 
 from harness.engines.meta import NO_SPECULATION, lookup, number, speculation_columns
-from harness.engines.openai import MODELS_PATH
+from harness.engines.openai import MODELS_PATH, first_model_id
 from harness.engines.registry import Engine, register
+from harness.engines.scoring import CannotScore, ScoredTokens, post_json, read_answer
 from harness.errors import SparkbenchError
 
+TOKEN_ID_PREFIX = "token_id:"
 SPECULATIVE_FACT_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_num_draft_tokens",
                          "speculative_eagle_topk")
 
@@ -122,3 +124,44 @@ class VLLMEngine(Engine):
 
     def launch_env(self, cache_root: Path) -> dict[str, str]:
         return {"VLLM_CACHE_ROOT": str(cache_root / "vllm-compile-cache")}
+
+    def score_tokens(self, http: httpx.Client, base_url: str, token_ids: list[int], start: int,
+                     k: int) -> ScoredTokens:
+        """`/v1/completions` with `prompt_logprobs` k: entry i of `choices[0].prompt_logprobs` maps
+        token ids (strings) to `{logprob, rank}` for the top-k and the actual token i (entry 0 is null)."""
+        url = f"{base_url}/v1/completions"
+        body = {**_completion(http, base_url, token_ids, 1), "prompt_logprobs": k}
+        entries = post_json(http, url, body)["choices"][0].get("prompt_logprobs")
+        if entries is None:
+            raise CannotScore(f"{url} returned no prompt_logprobs")
+        forced = entries[start:]
+
+        def parse() -> ScoredTokens:
+            ranked = [_ranked(entry, k) for entry in forced]
+            return ScoredTokens(
+                target_logprobs=[float(e[str(t)]["logprob"]) for e, t in zip(forced, token_ids[start:])],
+                top_ids=[[token for token, _ in r] for r in ranked], top_logprobs=[[lp for _, lp in r] for r in ranked])
+        return read_answer(url, len(token_ids) - start, parse)
+
+    def greedy_ids(self, http: httpx.Client, base_url: str, prompt_ids: list[int], max_new_tokens: int) -> list[int]:
+        """Greedy, its tokens as ids through `return_tokens_as_token_ids` ("token_id:N")."""
+        url = f"{base_url}/v1/completions"
+        body = {**_completion(http, base_url, prompt_ids, max_new_tokens), "logprobs": 1,
+                "return_tokens_as_token_ids": True}
+        tokens = (post_json(http, url, body)["choices"][0].get("logprobs") or {}).get("tokens") or []
+        if not all(token.startswith(TOKEN_ID_PREFIX) for token in tokens):
+            raise CannotScore(f"{url} does not return token ids (return_tokens_as_token_ids)")
+        return [int(token[len(TOKEN_ID_PREFIX):]) for token in tokens]
+
+
+def _completion(http: httpx.Client, base_url: str, prompt_ids: list[int], max_tokens: int) -> dict[str, Any]:
+    """A greedy, non-streamed completion body for the first model the server lists."""
+    model = first_model_id(http.get(base_url + MODELS_PATH).json(), base_url)
+    return {"model": model, "prompt": prompt_ids, "max_tokens": max_tokens, "temperature": 0.0}
+
+
+def _ranked(entry: dict[str, Any], k: int) -> list[tuple[int, float]]:
+    """(id, logprob) of one prompt_logprobs entry's top-k by rank (the actual token may rank below k)."""
+    ranked = sorted((item["rank"], int(token), float(item["logprob"])) for token, item in entry.items()
+                    if item["rank"] <= k)
+    return [(token, logprob) for _, token, logprob in ranked]

@@ -71,11 +71,16 @@ def vllm_server() -> LiveServer:
 
 
 def test_sglang_against_vllm_on_the_same_model(sglang_server, vllm_server, tmp_path):
+    """What differs between the engines: log-probabilities by up to a BF16 step of the logits (other
+    kernels, other summation orders), so a ranking flips only where the lead was that small."""
     run = agree(sglang_server, vllm_server, tmp_path)
     s = summary(run)
-    assert s[("positions", "value")] > 0
-    assert s[("topk_recall", "mean")] > 0.5
-    assert s[("top1_agreement", "mean")] > 0.5
+    assert s[("abs_target_logprob_shift", "max")] <= 2 * BF16_LOGIT_STEP
+    assert s[("abs_target_logprob_shift", "mean")] > 0  # not bit-identical: two engines
+    assert s[("top1_agreement", "mean")] >= 0.95 and s[("topk_recall", "mean")] >= 0.9
+    positions = pd.read_parquet(run / "positions.parquet")
+    flips = positions[~positions["top1_agreement"]]
+    assert (flips["ref_top1_margin_nats"] <= 2 * BF16_LOGIT_STEP).all()
 
 
 def test_notebook_rebuilds_the_agreement_tables(sglang_server, tmp_path, monkeypatch):

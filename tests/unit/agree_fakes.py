@@ -59,8 +59,8 @@ class FakeSGLang:
 
 
 class FakeVLLM:
-    def __init__(self, noise: float = 0.0, prompt_logprobs: bool = True) -> None:
-        self.noise, self.prompt_logprobs, self.bodies = noise, prompt_logprobs, []
+    def __init__(self, noise: float = 0.0, prompt_logprobs: bool = True, owner: str = "vllm") -> None:
+        self.noise, self.prompt_logprobs, self.owner, self.bodies = noise, prompt_logprobs, owner, []
 
     def completion(self, body: dict) -> dict:
         ids, k = list(body["prompt"]), body.get("prompt_logprobs")
@@ -79,7 +79,7 @@ class FakeVLLM:
     def __call__(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
         if path == "/v1/models":
-            return httpx.Response(200, json={"data": [{"id": "tiny", "root": "/nonexistent"}]})
+            return httpx.Response(200, json={"data": [{"id": "tiny", "root": "/nonexistent", "owned_by": self.owner}]})
         if path == "/v1/completions":
             body = json.loads(request.content)
             self.bodies.append(body)

@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.agree.metrics import TopK, frequency_bands, token_counts, top1_agrees, top1_margin, topk_recall, union_kl
-from harness.agree.scorers import Scored
 from harness.agree.sequences import ForcedSequence
 from harness.agree.tables import agreement_by_margin, bands_table, positions_table, shifts_table, summary_table
+from harness.engines.scoring import ScoredTokens
 
 
 def top(*pairs: tuple[int, float]) -> TopK:
@@ -72,8 +72,8 @@ def test_frequency_bands_follow_the_cumulative_share_of_the_text():
     assert frequency_bands(counts) == {1: "common", 2: "mid", 3: "mid", 4: "rare", 5: "rare"}
 
 
-def _scored(*tops: TopK, targets: list[float]) -> Scored:
-    return Scored(target_logprobs=targets, top=list(tops))
+def _scored(*tops: TopK, targets: list[float]) -> ScoredTokens:
+    return ScoredTokens(targets, [list(t.ids) for t in tops], [list(t.logprobs) for t in tops])
 
 
 def _two_sequences():

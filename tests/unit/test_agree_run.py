@@ -12,7 +12,7 @@ import pytest
 
 from harness.agree.report import headline, write_report
 from harness.agree.run import AgreeOptions, run_agreement, write_tables
-from harness.agree.scorers import CannotScore
+from harness.engines.scoring import CannotScore
 from harness.errors import SparkbenchError
 from harness.run.runner import RunAborted
 from tests.unit.agree_fakes import FakeSGLang, FakeVLLM, Hosts, write_tokenizer
@@ -66,9 +66,13 @@ def test_both_engines_receive_the_same_token_ids(tmp_path, tokenizer_dir):
     assert summary(run.path)[("top1_agreement", "mean")] == 1.0  # same fake model behind both APIs
 
 
-def test_a_server_without_prompt_logprobs_is_refused_before_any_run_directory(tmp_path, tokenizer_dir):
-    with pytest.raises(CannotScore, match="prompt_logprobs"):
-        agree(tmp_path, tokenizer_dir, FakeSGLang(), FakeVLLM(prompt_logprobs=False))
+@pytest.mark.parametrize(("candidate", "message"), [
+    (FakeVLLM(prompt_logprobs=False), "returned no prompt_logprobs"),
+    (FakeVLLM(owner="another-server"), r"\(openai\) cannot return top-k log-probabilities of given tokens"),
+], ids=["vllm-without-prompt-logprobs", "generic-openai-server"])
+def test_a_server_that_cannot_score_is_refused_before_any_run_directory(tmp_path, tokenizer_dir, candidate, message):
+    with pytest.raises(CannotScore, match=message):
+        agree(tmp_path, tokenizer_dir, FakeSGLang(), candidate)
     assert list(tmp_path.iterdir()) == []
 
 
