@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from harness.analysis.roofline import model_dir
-from harness.metrics.verify_cost import VERIFY_COST_UNITS, verify_cost
+from harness.metrics.catalogue import CATALOGUE
+from harness.metrics.verify_cost import verify_cost
 
 TIMINGS = {"client": "value", "server": "server_timings"}  # timing -> stat of the rows
 
@@ -29,9 +30,9 @@ def verify_cost_rows(base, cand) -> list[dict]:
     if not is_verify_pair(base, cand):
         return []
     client = verify_cost(cand.derived, base.derived, "client")
-    rows = [{"metric": metric, "stat": TIMINGS["client"], "value": value, "unit": VERIFY_COST_UNITS[metric]}
+    rows = [{"metric": metric, "stat": TIMINGS["client"], "value": value, "unit": CATALOGUE[metric].unit}
             for metric, value in client.items()]
     server = verify_cost(cand.derived, base.derived, "server")
     rows.append({"metric": "verify_cost_ratio", "stat": TIMINGS["server"], "value": server["verify_cost_ratio"],
-                 "unit": "ratio"})
+                 "unit": CATALOGUE["verify_cost_ratio"].unit})
     return rows

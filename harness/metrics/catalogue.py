@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from harness.engines.base import ERROR_KINDS
 from harness.metrics.energy import DOMAINS, ENERGY_UNITS
 from harness.metrics.roofline import ROOFLINE_UNITS
+from harness.metrics.verify_cost import VERIFY_COST_UNITS
 
 HIGHER, LOWER, NEITHER = +1, -1, 0  # direction: which way is better
 # Kinds: how the summary computes the metric.
@@ -24,6 +25,7 @@ COUNTER = "counter"  # one value from the server's own counters over the measure
 ENERGY = "energy"  # one value from the power samples recorded beside the requests
 ACCURACY = "accuracy"  # a scored workload's proportion: mean, 95% interval and n
 ROOFLINE = "roofline"  # one value from the model's config, the served dtypes and the measured step
+PAIR = "pair"  # one value of a speculative run against its non-speculative baseline, in compare
 
 
 @dataclass(frozen=True)
@@ -140,9 +142,14 @@ ACCURACY_VALUES = (
     Metric("gsm8k_invalid_rate_flexible", "fraction", ACCURACY, LOWER, "GSM8K answers without any number"),
 )
 
+PAIR_DIRECTION = {"plain_step_ms": LOWER, "verify_round_ms": LOWER, "verify_cost_ratio": LOWER,
+                  "decode_tokens_per_round": HIGHER, "break_even_tokens_per_round": LOWER, "speedup": HIGHER}
+PAIR_VALUES = tuple(Metric(name, unit, PAIR, PAIR_DIRECTION[name], f"verification cost: {name.replace('_', ' ')}")
+                    for name, unit in VERIFY_COST_UNITS.items())
+
 CATALOGUE: dict[str, Metric] = {m.name: m for m in (*DISTRIBUTIONS, *RUN_VALUES, *CORRECTNESS_VALUES,
                                                      *COUNTER_VALUES, *ENERGY_VALUES, *ROOFLINE_VALUES,
-                                                     *ACCURACY_VALUES)}
+                                                     *ACCURACY_VALUES, *PAIR_VALUES)}
 
 
 def units(kind: str) -> dict[str, str]:

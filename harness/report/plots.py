@@ -21,6 +21,7 @@ from harness.analysis.compare import accept_parts, decode_parts
 from harness.analysis.reference import QUOTED, ladder, ladder_provenance, load_reference, published_gains
 from harness.analysis.run import Run
 from harness.analysis.stats import bootstrap_ratio_of_sums
+from harness.metrics.energy import DOMAINS
 from harness.records.rundir import SCALE_LABEL
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
@@ -57,9 +58,18 @@ def _finite(values: np.ndarray) -> np.ndarray:
     return values[np.isfinite(values)]
 
 
+def energy_label(run: Run) -> str:
+    """Energy beside throughput: J per output token of each measured domain, or "energy not measured"."""
+    values = run.summary[run.summary["stat"] == "value"].set_index("metric")["value"]
+    parts = [f"{values[f'{domain}_energy_per_output_token_j']:.3g} J/token ({domain})" for domain in DOMAINS
+             if np.isfinite(values.get(f"{domain}_energy_per_output_token_j", np.nan))]
+    return ", ".join(parts) or "energy not measured"
+
+
 def plot_decode_throughput(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     """Horizontal bars: each run's aggregate decode throughput, tok/s, with its 95% bootstrap
-    interval (requests resampled, `bootstrap_ratio_of_sums`), the value printed on the bar."""
+    interval (requests resampled, `bootstrap_ratio_of_sums`), the value printed on the bar with the
+    run's energy per output token beside it."""
     fig = new_figure(10, 1.6 + 0.8 * len(runs))
     ax = fig.add_subplot()
     right = 0.0
@@ -70,8 +80,8 @@ def plot_decode_throughput(runs: Sequence[Run], out_dir: Path) -> list[Path]:
         end = np.nanmax([point, high, 0.0])
         right = max(right, end)
         # The numbers sit right of the interval, where a short bar cannot crowd them.
-        ax.text(end, i, f"  {point:.2f} tok/s\n  95% CI {low:.2f} - {high:.2f}\n  {len(run.measured)} requests",
-                ha="left", va="center", fontsize=8)
+        ax.text(end, i, f"  {point:.2f} tok/s\n  95% CI {low:.2f} - {high:.2f}\n  {len(run.measured)} requests"
+                f"\n  {energy_label(run)}", ha="left", va="center", fontsize=8)
     ax.set_xlim(0, right * 1.35 if right > 0 else 1)
     ax.set_yticks(range(len(runs)), [r.label for r in runs], fontsize=8)
     ax.invert_yaxis()
