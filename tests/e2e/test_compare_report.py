@@ -54,9 +54,10 @@ def test_report_of_real_runs(two_runs, tmp_path):
     page = html_path.read_text(encoding="utf-8")
     for run_dir in two_runs:
         assert run_dir.name in page and run_dir.name in md_path.read_text(encoding="utf-8")
-    assert page.count("data:image/png;base64,") == 6
+    # Five run figures and the published ladder, then the decode rooflines: published and per run.
+    assert page.count("data:image/png;base64,") == 8
     assert "0.5.23" in page  # the server version from the manifest
-    assert len(list((tmp_path / "report" / "plots").glob("*.svg"))) == 6
+    assert len(list((tmp_path / "report" / "plots").glob("*.svg"))) == 8
 
 
 def test_notebook_executes_against_the_runs(two_runs, monkeypatch):
@@ -69,4 +70,4 @@ def test_notebook_executes_against_the_runs(two_runs, monkeypatch):
     assert "paired by prompt_id" in streams and "published-all-three" in streams
     images = [out for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs
               if "image/png" in out.get("data", {})]
-    assert len(images) == 6
+    assert len(images) == 7  # the report's six figures and the published ladder's roofline
