@@ -2,7 +2,7 @@
 
 A copy's folder name carries the tiny model's folder name and the digest of the rounding builder,
 so a rebuilt tiny model or a changed builder makes a new copy; the `.complete` marker is written
-last, so an interrupted build is redone.
+last, so an interrupted build is redone, and a lock lets one builder work while others wait.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from harness.testbed.envs import MARKER, TESTBED_DIR, _digest, cache_root, ensure_model, env_python
+from harness.testbed.envs import (MARKER, TESTBED_DIR, _digest, _sole_builder, cache_root, ensure_model, env_python,
+                                  model_dir)
 
 BUILDER = TESTBED_DIR / "build_rounded_head.py"
 # Mantissa bits per named copy: e4m3 is FP8 as published; e4m1 is the coarser copy.
@@ -20,18 +21,19 @@ ROUNDINGS = {"e4m3": 3, "e4m2": 2, "e4m1": 1}
 
 
 def rounded_head_dir(rounding: str) -> Path:
-    return cache_root() / "models" / f"{ensure_model().name}-head-{rounding}-{_digest(BUILDER)}"
+    return cache_root() / "models" / f"{model_dir().name}-head-{rounding}-{_digest(BUILDER)}"
 
 
 def ensure_rounded_head_model(rounding: str = "e4m3", engine: str = "sglang") -> Path:
     """Build (once) the tiny model with its LM head rounded to `rounding`; return its folder."""
     if rounding not in ROUNDINGS:
         raise ValueError(f"unknown rounding {rounding!r}; choose one of {', '.join(ROUNDINGS)}")
+    source = ensure_model(engine=engine)
     folder = rounded_head_dir(rounding)
-    if (folder / MARKER).exists():
-        return folder
-    shutil.rmtree(folder, ignore_errors=True)
-    subprocess.run([str(env_python(engine)), str(BUILDER), str(ensure_model(engine)), str(folder),
-                    str(ROUNDINGS[rounding])], check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
-    (folder / MARKER).write_text("ok\n")
+    with _sole_builder(folder) as needed:
+        if needed:
+            shutil.rmtree(folder, ignore_errors=True)
+            subprocess.run([str(env_python(engine)), str(BUILDER), str(source), str(folder), str(ROUNDINGS[rounding])],
+                           check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+            (folder / MARKER).write_text("ok\n")
     return folder
