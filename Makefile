@@ -60,7 +60,7 @@ report: setup ## HTML and Markdown report of the latest runs (RUNS="results/a re
 	$(BIN)/sparkbench report $(RUNS)
 
 NIGHTLY_CONFIG ?= docs/nightly/nightly.yaml
-nightly: setup $(EMBEDDED_DEPS) ## Nightly regression job (NIGHTLY_CONFIG=..., SERVER=URL): exit 0 pass, 1 regression, 2 could not run
+nightly: setup $(EMBEDDED_DEPS) ## Nightly regression job (NIGHTLY_CONFIG=..., SERVER=URL): exit 0 pass, 1 regression, 2 could not run, 3 inconclusive
 	$(BIN)/sparkbench nightly --config $(NIGHTLY_CONFIG) $(SERVER_FLAG)
 
 test: setup testbed ## Unit tests and end-to-end tests against real SGLang and vLLM servers

@@ -315,7 +315,8 @@ def nightly(
     profile: Annotated[Optional[str], typer.Option(help="Override the config's profile.")] = None,
     pin_baseline: Annotated[bool, typer.Option(help="Pin tonight's runs as the new baseline.")] = False,
 ) -> None:
-    """Run the configured workloads, gate them against the pinned baseline: exit 0 pass, 1 regression, 2 could not run."""
+    """Run the configured workloads, gate them against the pinned baseline, confirm any regression:
+    exit 0 pass, 1 regression, 2 could not run, 3 inconclusive (host too busy to confirm)."""
     from harness.nightly.config import load_config
     from harness.nightly.job import COULD_NOT_RUN, run_night
 

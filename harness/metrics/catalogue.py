@@ -173,6 +173,6 @@ def gated() -> list[Metric]:
 
 
 def default_thresholds() -> dict[str, float]:
-    """Default nightly threshold of each gated metric (relative change; accuracy: shown beside
-    McNemar's test, which decides)."""
+    """Default nightly threshold of each gated metric (relative change; accuracy: the drop in
+    fraction of questions, applied together with McNemar's test)."""
     return {m.name: m.gate for m in gated()}

@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from harness.config import PathText, StrictModel, validated
 from harness.errors import SparkbenchError
 from harness.metrics.catalogue import CATALOGUE, default_thresholds
+from harness.nightly.settle import DEFAULT_BUSY_LIMITS
 from workloads.registry import config_of
 
 DEFAULT_THRESHOLDS = default_thresholds()
@@ -47,6 +48,16 @@ class NightlyConfig(StrictModel):
     thresholds: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
     warmup: int = Field(1, ge=0)
     alpha: float = Field(0.05, gt=0.0, lt=1.0)
+    confirmations: int = Field(2, ge=1)  # reruns to confirm a regression while the host stays busy
+    busy_limits: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_BUSY_LIMITS))
+
+    @field_validator("busy_limits")
+    @classmethod
+    def _limits_under_the_given(cls, given: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(given) - set(DEFAULT_BUSY_LIMITS))
+        if unknown:
+            raise ValueError(f"not host-load figures: {', '.join(unknown)} (known: {', '.join(DEFAULT_BUSY_LIMITS)})")
+        return {**DEFAULT_BUSY_LIMITS, **given}
 
     @field_validator("thresholds")
     @classmethod
@@ -63,10 +74,6 @@ class NightlyConfig(StrictModel):
     @property
     def baseline_file(self) -> Path:
         return self.state_dir / "baseline.json"
-
-    @property
-    def history_file(self) -> Path:
-        return self.state_dir / "history.csv"
 
 
 def load_config(path: Path, **overrides: Any) -> NightlyConfig:

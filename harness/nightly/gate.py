@@ -1,15 +1,18 @@
-"""The nightly regression job: run the configured workloads, gate them against a pinned baseline.
+"""The nightly gate: which metrics regressed between a pinned baseline run and tonight's run.
 
-A metric regresses only when its change is worse than its threshold AND its 95% interval
-excludes zero on the bad side: fixed thresholds on noisy numbers cry wolf, and averages hide
-tails, so P95 latency is gated too. GSM8K accuracy regresses on McNemar's exact test. Exit codes:
-0 pass (or baseline pinned), 1 regression, 2 could not run.
+A metric regresses only when its change is worse than its threshold AND its 95% interval excludes
+zero on the bad side. A tail percentile is gated only when the sample is large enough to certify it
+(`harness.metrics.tail_certified`: 130 requests for P95); below that it is reported, marked
+ungated, and its metric's mean is gated in its place. GSM8K accuracy regresses when it fell by more
+than its threshold (a difference in fraction of questions) AND McNemar's exact test rejects "no
+change" at `alpha`. Confirmation and host load are the job's (`harness.nightly.job`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from datetime import datetime, timezone
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -17,12 +20,15 @@ import pandas as pd
 from harness.errors import SparkbenchError
 from harness.metrics.catalogue import ACCURACY as ACCURACY_KIND
 from harness.metrics.catalogue import gated
+from harness.metrics.stats import tail_certified
 from harness.nightly.config import NightlyConfig
 
 # From the metric catalogue: (metric, stat, +1 when higher is better / -1 when lower is better) of
 # the metrics gated on their interval, and the accuracy gated on McNemar's test.
 GATED = [(m.name, m.gate_stat, m.direction) for m in gated() if m.kind != ACCURACY_KIND]
 ACCURACY = next((m.name, m.gate_stat) for m in gated() if m.kind == ACCURACY_KIND)
+TAIL_QUANTILES = {"p95": 0.95, "p99": 0.99}
+TAIL_FALLBACK = "mean"  # gated in place of a tail percentile the sample cannot certify
 VERDICT_COLUMNS = ["workload", "metric", "stat", "baseline_value", "value", "change", "ci95_low", "ci95_high",
                    "threshold", "p_value", "verdict"]
 
@@ -38,8 +44,11 @@ def pinned_baseline(config: NightlyConfig) -> dict[str, str]:
 
 
 def pin_baseline(config: NightlyConfig, runs: dict[str, Path]) -> None:
+    """Write baseline.json through a temporary file and a rename: a reader never sees half of it."""
     config.baseline_file.parent.mkdir(parents=True, exist_ok=True)
-    config.baseline_file.write_text(json.dumps({k: str(v) for k, v in runs.items()}, indent=2), encoding="utf-8")
+    tmp = config.baseline_file.with_name(f"{config.baseline_file.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({k: str(v) for k, v in runs.items()}, indent=2), encoding="utf-8")
+    tmp.replace(config.baseline_file)
 
 
 def _regressed(direction: int, change: float, low: float, high: float, threshold: float) -> bool:
@@ -59,41 +68,73 @@ def gate_metric(row: pd.Series, direction: int, threshold: float) -> str:
     return "regressed" if _regressed(direction, row["change"], row["ci95_low"], row["ci95_high"], threshold) else "pass"
 
 
-def gate_accuracy(row: pd.Series, alpha: float) -> str:
-    """Accuracy regresses when it fell and McNemar's exact test rejects 'no change' at `alpha`."""
-    return "regressed" if row["change"] < 0 and row["p_value"] < alpha else "pass"
+def gate_accuracy(row: pd.Series, threshold: float, alpha: float) -> str:
+    """Accuracy regresses when it fell by more than `threshold` (fraction of questions) and
+    McNemar's exact test rejects 'no change' at `alpha`."""
+    return "regressed" if row["change"] < -threshold and row["p_value"] < alpha else "pass"
+
+
+@functools.cache
+def certified_minimum(q: float) -> int:
+    """The fewest requests whose q-quantile `tail_certified` accepts (130 for P95)."""
+    return next(n for n in range(2, 100_000) if tail_certified(n, q))
+
+
+def _sample_size(comparison: pd.DataFrame, row: pd.Series) -> int:
+    """The smaller of the candidate's and the baseline's request counts for this metric."""
+    same = comparison[(comparison["metric"] == row["metric"]) & (comparison["stat"] == row["stat"])]
+    return int(same["n"].dropna().min()) if same["n"].notna().any() else 0
+
+
+def _pick(rows: pd.DataFrame, metric: str, stat: str) -> pd.Series | None:
+    match = rows[(rows["metric"] == metric) & (rows["stat"] == stat)]
+    return None if match.empty else match.iloc[0]
+
+
+def gated_rows(comparison: pd.DataFrame) -> list[tuple[pd.Series, int, str]]:
+    """(candidate row, direction, verdict when ungated else "") for every metric the gate shows.
+
+    A tail percentile the sample cannot certify is shown ungated and its mean gated in its place.
+    """
+    candidate = comparison[comparison["run_id"] != comparison["baseline_run_id"]]
+    chosen = []
+    for metric, stat, direction in GATED:
+        row = _pick(candidate, metric, stat)
+        if row is None:
+            continue
+        n, q = _sample_size(comparison, row), TAIL_QUANTILES.get(stat)
+        if q is None or tail_certified(n, q):
+            chosen.append((row, direction, ""))
+            continue
+        chosen.append((row, direction, f"ungated: {stat} needs {certified_minimum(q)} requests, has {n}"))
+        fallback = _pick(candidate, metric, TAIL_FALLBACK)
+        if fallback is not None:
+            chosen.append((fallback, direction, ""))
+    return chosen
 
 
 def verdicts(comparison: pd.DataFrame, config: NightlyConfig) -> pd.DataFrame:
     """One verdict row per gated metric of the candidate rows of a comparison table."""
-    candidate = comparison[comparison["run_id"] != comparison["baseline_run_id"]]
     rows = []
-    for metric, stat, direction in GATED + [(*ACCURACY, 0)]:
-        match = candidate[(candidate["metric"] == metric) & (candidate["stat"] == stat)]
-        if match.empty:
-            continue
-        row = match.iloc[0]
-        threshold = config.thresholds.get(metric, 0.0)
-        verdict = gate_accuracy(row, config.alpha) if direction == 0 else gate_metric(row, direction, threshold)
+    for row, direction, ungated in gated_rows(comparison):
+        threshold = config.thresholds.get(row["metric"], 0.0)
+        verdict = ungated or gate_metric(row, direction, threshold)
         rows.append({**{c: row.get(c) for c in VERDICT_COLUMNS if c in row}, "threshold": threshold,
                      "verdict": verdict})
+    accuracy = _pick(comparison[comparison["run_id"] != comparison["baseline_run_id"]], *ACCURACY)
+    if accuracy is not None:
+        threshold = config.thresholds.get(ACCURACY[0], 0.0)
+        rows.append({**{c: accuracy.get(c) for c in VERDICT_COLUMNS if c in accuracy}, "threshold": threshold,
+                     "verdict": gate_accuracy(accuracy, threshold, config.alpha)})
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
 
 
-def append_history(config: NightlyConfig, night: str, comparison: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """Add tonight's candidate values (and the baseline's, marked) to the history table."""
+def history_rows(night: str, comparison: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Tonight's candidate values (and the baseline's, marked) as history rows, with the verdicts."""
     verdict_of = {(r.metric, r.stat): r.verdict for r in table.itertuples()}
     rows = comparison.assign(night=night, role=lambda d: d["run_id"].eq(d["baseline_run_id"]).map(
         {True: "baseline", False: "candidate"}))
     rows = rows[["night", "role", "run_id", "workload", "metric", "stat", "value", "unit"]].copy()
     rows["verdict"] = [verdict_of.get((m, s), "") if role == "candidate" else ""
                        for m, s, role in zip(rows["metric"], rows["stat"], rows["role"])]
-    old = pd.read_csv(config.history_file) if config.history_file.exists() else None
-    history = rows if old is None else pd.concat([old, rows], ignore_index=True)
-    config.history_file.parent.mkdir(parents=True, exist_ok=True)
-    history.to_csv(config.history_file, index=False)
-    return history
-
-
-def night_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return rows

@@ -1,8 +1,16 @@
-"""Running one night: guard, workloads, comparison with the pinned baseline, verdict, history, report."""
+"""Running one night: guard, workloads, host load, gate, confirmation, history, report.
+
+Every run is measured with the host's load beside it (`harness.run.hostload`, kept in the run's
+manifest as `host_load`). A workload that regresses is run again before anything alarms
+(`harness.nightly.settle` states the rule): against a fresh run of the baseline's configuration,
+interleaved, when the baseline's server was launched from a profile and tonight's job launches its
+servers too; else as a plain rerun against the pinned baseline.
+"""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -10,61 +18,177 @@ import pandas as pd
 from harness.analysis.run import Run
 from harness.errors import SparkbenchError
 from harness.nightly.config import NightlyConfig
-from harness.nightly.gate import append_history, night_id, pin_baseline, pinned_baseline, verdicts
+from harness.nightly.gate import history_rows, pin_baseline, pinned_baseline, verdicts
+from harness.nightly.history import append_history, night_id, read_history
+from harness.nightly.settle import (CONFIRMED, INCONCLUSIVE, NOT_CONFIRMED, Attempt, busy_reasons, night_outcome,
+                                    settle, tpot_gap, undecided)
+from harness.records.rundir import load_manifest
+from harness.run.hostload import HostLoadMeter
 
-PASS, REGRESSION, COULD_NOT_RUN = 0, 1, 2
+PASS, REGRESSION, COULD_NOT_RUN, INCONCLUSIVE = 0, 1, 2, 3
+EXIT_CODES = {"pass": PASS, "regression": REGRESSION, "inconclusive": INCONCLUSIVE}
+LOAD_METRICS = ("other_cpu_share", "steal_share", "loadavg_1m", "tpot_client_server_gap")
 
 
-def run_workloads(config: NightlyConfig) -> dict[str, Path]:
-    """Run every configured workload on one server (guarded when a profile is named)."""
+def run_workloads(config: NightlyConfig, names: list[str] | None = None,
+                  launch: tuple[str, Path | None] | None = None) -> dict[str, Path]:
+    """Run the configured workloads (or those `names`) on one server, each with its host load.
+
+    The server is config.server, else `launch` = (profile, model) launched for the call (default:
+    the config's profile and model).
+    """
     from harness.run.bench import backend_for, run_workload, target_server
     from harness.run.runner import RunOptions
     from workloads.registry import build
 
     runs: dict[str, Path] = {}
-    with target_server(config.server, config.profile, config.model) as target:
+    chosen = [w for w in config.workloads if names is None or w.name in names]
+    profile, model = launch or (config.profile, config.model)
+    with target_server(config.server, profile, model) as target:
         backend = backend_for(target, config.backend)
-        for spec in config.workloads:
-            chosen = build(spec.name, spec.options, target.reduced, target.model_dir)
+        for spec in chosen:
+            make = build(spec.name, spec.options, target.reduced, target.model_dir)
             options = RunOptions(base_url=target.base_url, warmup=config.warmup, show_progress=False)
-            runs[spec.name] = run_workload(target, backend, chosen, options, config.runs_dir).path
+            meter = HostLoadMeter(target.base_url)
+            meter.start()
+            run = run_workload(target, backend, make, options, config.runs_dir)
+            load = meter.stop().to_dict()
+            run.update(host_load={**load, "tpot_client_server_gap": tpot_gap(Run.load(run.path).derived)})
+            runs[spec.name] = run.path
     return runs
 
 
-def loaded_pairs(baseline: dict[str, str], runs: dict[str, Path]) -> list[tuple[Run, Run]]:
-    """(pinned baseline, tonight's run) of each workload, each run loaded once."""
-    missing = [workload for workload in runs if workload not in baseline]
-    if missing:
-        raise SparkbenchError(f"no pinned baseline for workload {missing[0]}; re-pin with --pin-baseline")
-    return [(Run.load(baseline[workload]), Run.load(run_dir)) for workload, run_dir in runs.items()]
-
-
-def judge(config: NightlyConfig, night: str, pairs: list[tuple[Run, Run]]) -> pd.DataFrame:
-    """Compare each workload's run with its baseline; gate it; record the night in the history."""
+def gate(config: NightlyConfig, baseline_dir: str | Path, run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(comparison, verdicts) of one run against a baseline run of the same workload."""
     from harness.analysis.compare import compare_loaded
 
-    tables = []
-    for base, tonight in pairs:
-        comparison = compare_loaded([base, tonight], base.run_id)
-        table = verdicts(comparison, config)
-        append_history(config, night, comparison, table)
-        tables.append(table)
-    return pd.concat(tables, ignore_index=True)
+    base = Run.load(baseline_dir)
+    comparison = compare_loaded([base, Run.load(run_dir)], base.run_id)
+    return comparison, verdicts(comparison, config)
 
 
-def write_report(config: NightlyConfig, night: str, pairs: list[tuple[Run, Run]]) -> Path:
-    from harness.nightly.trend import trend_plot
+def busy(config: NightlyConfig, *run_dirs: Path) -> list[str]:
+    """The busy reasons of every run named, each prefixed with its run directory's name."""
+    return [f"{Path(d).name}: {reason}" for d in run_dirs
+            for reason in busy_reasons(load_manifest(Path(d)).get("host_load"), config.busy_limits)]
+
+
+def relaunchable_baseline(config: NightlyConfig, baseline_dir: str | Path) -> tuple[str, Path | None] | None:
+    """(profile, model) that relaunches the baseline's server, when tonight's job launches servers and
+    the baseline's was launched from a profile; None otherwise (a plain rerun then confirms)."""
+    launched = load_manifest(Path(baseline_dir)).get("launched_server")
+    if config.server or not launched:
+        return None
+    reduced = str(load_manifest(Path(baseline_dir)).get("scale", "")).startswith("REDUCED SCALE")
+    return launched["profile"], None if reduced else Path(launched["model_dir"])
+
+
+def confirmation_attempt(config: NightlyConfig, workload: str, baseline_dir: str) -> Callable[[], Attempt]:
+    """A function that makes one confirmation attempt of `workload` (see the module docstring)."""
+    relaunch = relaunchable_baseline(config, baseline_dir)
+
+    def attempt() -> Attempt:
+        fresh = run_workloads(config, [workload], relaunch)[workload] if relaunch else None
+        rerun = run_workloads(config, [workload])[workload]
+        _, table = gate(config, fresh or baseline_dir, rerun)
+        runs = (fresh, rerun) if fresh else (rerun,)
+        return Attempt(runs=runs, table=table, busy=busy(config, *runs))
+    return attempt
+
+
+def confirm(first: pd.DataFrame, attempt: Callable[[], Attempt], limit: int) -> list[Attempt]:
+    """Attempts, one after another, while a first-pass regression is unsettled (at most `limit`)."""
+    attempts: list[Attempt] = []
+    while len(attempts) < limit and undecided(first, attempts):
+        attempts.append(attempt())
+    return attempts
+
+
+def load_rows(night: str, run_dir: Path, role: str) -> pd.DataFrame:
+    """A run's host-load figures as history rows (metric host_<figure>, stat value)."""
+    manifest = load_manifest(run_dir)
+    load = manifest.get("host_load") or {}
+    return pd.DataFrame([{"night": night, "role": role, "run_id": manifest["run_id"],
+                          "workload": manifest["workload"]["name"], "metric": f"host_{name}", "stat": "value",
+                          "value": load.get(name), "unit": "load average" if name == "loadavg_1m" else "fraction",
+                          "verdict": ""} for name in LOAD_METRICS])
+
+
+def night_row(night: str, outcome: str) -> pd.DataFrame:
+    """The night's own verdict as a history row (value: its exit code)."""
+    return pd.DataFrame([{"night": night, "role": "night", "run_id": "", "workload": "", "metric": "night_verdict",
+                          "stat": "value", "value": EXIT_CODES[outcome], "unit": "exit code", "verdict": outcome}])
+
+
+def judge_workload(config: NightlyConfig, night: str, baseline_dir: str,
+                   run_dir: Path) -> tuple[pd.DataFrame, list[Attempt], pd.DataFrame]:
+    """Gate one workload's run, confirm its regressions: (settled verdicts, attempts, history rows)."""
+    workload = load_manifest(run_dir)["workload"]["name"]
+    comparison, first = gate(config, baseline_dir, run_dir)
+    attempts = confirm(first, confirmation_attempt(config, workload, baseline_dir), config.confirmations)
+    final = settle(first, attempts)
+    rows = [history_rows(night, comparison, final), load_rows(night, run_dir, "candidate"),
+            *(load_rows(night, d, "confirmation") for a in attempts for d in a.runs)]
+    return final, attempts, pd.concat(rows, ignore_index=True)
+
+
+def judge(config: NightlyConfig, night: str, baseline: dict[str, str],
+          runs: dict[str, Path]) -> tuple[pd.DataFrame, str, list[Path]]:
+    """Gate and settle every workload; append the night to the history in one transaction.
+    Returns (verdict table, night outcome, confirmation run directories)."""
+    tables, rows, evidence = [], [], []
+    for workload, run_dir in runs.items():
+        if workload not in baseline:
+            raise SparkbenchError(f"no pinned baseline for workload {workload}; re-pin with --pin-baseline")
+        final, attempts, history = judge_workload(config, night, baseline[workload], run_dir)
+        tables.append(final)
+        rows.append(history)
+        evidence += [d for a in attempts for d in a.runs]
+    table = pd.concat(tables, ignore_index=True)
+    outcome = night_outcome(table)
+    append_history(config.state_dir, pd.concat([*rows, night_row(night, outcome)], ignore_index=True))
+    return table, outcome, evidence
+
+
+def load_table(run_dirs: list[Path], config: NightlyConfig) -> pd.DataFrame:
+    """One row per run of the night: its host-load figures and why it counts as busy, if it does."""
+    rows = []
+    for run_dir in run_dirs:
+        load = load_manifest(run_dir).get("host_load") or {}
+        rows.append({"run": run_dir.name, "wall_s": load.get("wall_s"),
+                     **{name: load.get(name) for name in LOAD_METRICS},
+                     "busy": "; ".join(busy_reasons(load, config.busy_limits)) or "no"})
+    return pd.DataFrame(rows)
+
+
+def write_report(config: NightlyConfig, night: str, baseline: dict[str, str], run_dirs: list[Path],
+                 tables: dict[str, pd.DataFrame]) -> Path:
+    """The night's own report folder: HTML report with the trend, and the verdict and load tables."""
     from harness.report.report import build_report
+    from harness.nightly.trend import trend_plot
 
     out = config.state_dir / "reports" / night
-    trend = trend_plot(pd.read_csv(config.history_file), out)
-    runs = [base for base, _ in pairs] + [tonight for _, tonight in pairs]
-    html, _ = build_report(runs, out, baseline=pairs[0][0].run_id, extra_images=trend)
+    out.mkdir(parents=True, exist_ok=False)  # night ids are unique: a folder is never shared
+    for name, table in tables.items():
+        table.to_csv(out / f"{name}.csv", index=False)
+    trend = trend_plot(read_history(config.state_dir), out)
+    html, _ = build_report([*[Path(p) for p in baseline.values()], *run_dirs], out,
+                           baseline=next(iter(baseline.values())), extra_images=trend)
     return html
 
 
+def print_night(table: pd.DataFrame, load: pd.DataFrame, outcome: str, report: Path) -> None:
+    with pd.option_context("display.width", 200, "display.max_colwidth", 90, "display.float_format", "{:.4g}".format):
+        print(table.to_string(index=False))
+        print("\nhost load per run:\n" + load.to_string(index=False))
+    flagged = table[table["verdict"].isin([CONFIRMED, INCONCLUSIVE, NOT_CONFIRMED])]
+    names = ", ".join(f"{r.workload}:{r.metric} {r.stat} {r.verdict}" for r in flagged.itertuples())
+    headline = {"regression": "REGRESSION", "inconclusive": "INCONCLUSIVE", "pass": "pass"}[outcome]
+    print(f"verdict: {headline}{' (' + names + ')' if names else ''}; report {report}")
+
+
 def run_night(config: NightlyConfig, pin: bool = False) -> int:
-    """One night end to end; returns the exit code (0 pass, 1 regression, 2 could not run)."""
+    """One night end to end; returns the exit code (0 pass, 1 regression, 2 could not run, 3 inconclusive)."""
     night = night_id()
     try:
         baseline = pinned_baseline(config)
@@ -73,15 +197,12 @@ def run_night(config: NightlyConfig, pin: bool = False) -> int:
             pin_baseline(config, runs)
             print(f"baseline pinned for {', '.join(runs)}: {config.baseline_file}")
             return PASS
-        pairs = loaded_pairs(baseline, runs)
-        table = judge(config, night, pairs)
-        report = write_report(config, night, pairs)
+        table, outcome, evidence = judge(config, night, baseline, runs)
+        load = load_table([*runs.values(), *evidence], config)
+        report = write_report(config, night, baseline, [*runs.values(), *evidence],
+                              {"verdicts": table, "host_load": load})
     except SparkbenchError as exc:
         print(f"sparkbench nightly: could not run: {exc}", file=sys.stderr)
         return COULD_NOT_RUN
-    regressed = table["verdict"].str.startswith("regressed")
-    with pd.option_context("display.width", 160, "display.float_format", "{:.4g}".format):
-        print(table.to_string(index=False))
-    names = ", ".join(f"{r.workload}:{r.metric}" for r in table[regressed].itertuples())
-    print(f"verdict: {'REGRESSION in ' + names if regressed.any() else 'pass'}; report {report}")
-    return REGRESSION if regressed.any() else PASS
+    print_night(table, load, outcome, report)
+    return EXIT_CODES[outcome]

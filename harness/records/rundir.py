@@ -35,9 +35,14 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def utc_stamp() -> str:
+    """UTC time to the microsecond, e.g. 20261130T104500.123456Z: sorts in time order, and two runs
+    of one process never share it (runs take longer than a microsecond)."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
 def new_run_id(workload: str) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return f"{stamp}-{workload}-{os.getpid()}"
+    return f"{utc_stamp()}-{workload}-{os.getpid()}"
 
 
 def git_commit() -> dict[str, Any]:

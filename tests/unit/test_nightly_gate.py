@@ -1,4 +1,5 @@
-"""The nightly gate on constructed comparison rows: threshold AND interval, McNemar, config."""
+"""The nightly gate on constructed comparison rows: threshold AND interval, certified tails,
+McNemar with its threshold, config."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ import pytest
 
 from harness.errors import SparkbenchError
 from harness.nightly.config import DEFAULT_THRESHOLDS, NightlyConfig, load_config
-from harness.nightly.gate import append_history, verdicts
+from harness.nightly.gate import certified_minimum, verdicts
 
 
-def _row(metric, stat, change, low, high, value=1.0, baseline=1.0, p=math.nan, run="cand"):
+def _row(metric, stat, change, low, high, value=1.0, baseline=1.0, p=math.nan, run="cand", n=200):
     return {"run_id": run, "baseline_run_id": "base", "workload": "synthetic", "metric": metric, "stat": stat,
             "value": value, "unit": "u", "baseline_value": baseline, "change": change, "ci95_low": low,
-            "ci95_high": high, "p_value": p}
+            "ci95_high": high, "p_value": p, "n": n}
 
 
 def _verdict(tmp_path, *rows):
@@ -49,26 +50,39 @@ def test_speculation_switched_off_is_a_regression(tmp_path):
 
 
 def test_accuracy_regresses_only_when_mcnemar_rejects(tmp_path):
-    significant = _row("gsm8k_accuracy_strict", "mean", -0.05, -0.08, -0.02, p=0.001)
+    significant = _row("gsm8k_accuracy_strict", "mean", -0.08, -0.11, -0.05, p=0.001)
     assert _verdict(tmp_path, significant) == {"gsm8k_accuracy_strict": "regressed"}
-    noise = _row("gsm8k_accuracy_strict", "mean", -0.05, -0.12, 0.02, p=0.3)
+    noise = _row("gsm8k_accuracy_strict", "mean", -0.08, -0.15, 0.02, p=0.3)
     assert _verdict(tmp_path, noise) == {"gsm8k_accuracy_strict": "pass"}
+
+
+def test_accuracy_drop_within_its_threshold_passes_however_significant(tmp_path):
+    """The published thresholds' 0.05 applies: a 1.97-point drop with p = 6e-6 is not a regression."""
+    row = _row("gsm8k_accuracy_strict", "mean", -0.0197, -0.03, -0.01, p=6e-6)
+    assert _verdict(tmp_path, row) == {"gsm8k_accuracy_strict": "pass"}
+
+
+def test_uncertified_p95_is_shown_ungated_and_its_mean_gated_instead(tmp_path):
+    rows = [_row("e2e_ms", "p95", 0.64, 0.068, 0.83, n=20), _row("e2e_ms", "mean", 0.30, 0.20, 0.40, n=20),
+            _row("e2e_ms", "p95", 0.0, 0.0, 0.0, run="base", n=20)]
+    table = verdicts(pd.DataFrame(rows), NightlyConfig(state_dir=tmp_path))
+    assert table["stat"].tolist() == ["p95", "mean"]
+    assert table["verdict"].tolist() == ["ungated: p95 needs 130 requests, has 20", "regressed"]
+
+
+def test_certified_p95_is_gated(tmp_path):
+    assert certified_minimum(0.95) == 130
+    rows = [_row("e2e_ms", "p95", 0.64, 0.068, 0.83, n=130), _row("e2e_ms", "mean", 0.0, -0.1, 0.1, n=130)]
+    assert _verdict(tmp_path, *rows) == {"e2e_ms": "regressed"}
+
+
+def test_the_smaller_run_decides_certification(tmp_path):
+    rows = [_row("e2e_ms", "p95", 0.64, 0.068, 0.83, n=200), _row("e2e_ms", "p95", 0, 0, 0, run="base", n=129)]
+    assert _verdict(tmp_path, *rows)["e2e_ms"].startswith("ungated")
 
 
 def test_baseline_rows_are_not_judged(tmp_path):
     assert _verdict(tmp_path, _row("tpot_ms", "mean", math.nan, math.nan, math.nan, run="base")) == {}
-
-
-def test_history_appends_one_row_set_per_night(tmp_path):
-    config = NightlyConfig(state_dir=tmp_path)
-    comparison = pd.DataFrame([_row("tpot_ms", "mean", 0.0, -0.1, 0.1, run="base"),
-                               _row("tpot_ms", "mean", 0.0, -0.1, 0.1)])
-    for night in ("n1", "n2"):
-        append_history(config, night, comparison, verdicts(comparison, config))
-    history = pd.read_csv(config.history_file)
-    assert history.groupby("night").size().tolist() == [2, 2]
-    assert set(history["role"]) == {"baseline", "candidate"}
-    assert history[history["role"] == "candidate"]["verdict"].tolist() == ["pass", "pass"]
 
 
 def test_config_reads_overrides_and_refuses_unknown_keys(tmp_path):
@@ -77,6 +91,7 @@ def test_config_reads_overrides_and_refuses_unknown_keys(tmp_path):
     config = load_config(path, server="http://b", profile=None)
     assert config.server == "http://b" and config.thresholds["tpot_ms"] == 0.2
     assert config.thresholds["ttft_ms"] == DEFAULT_THRESHOLDS["ttft_ms"]
+    assert config.busy_limits["other_cpu_share"] == 0.10 and config.confirmations == 2
     path.write_text("sever: http://typo\n")
     with pytest.raises(SparkbenchError, match="unknown keys sever"):
         load_config(path)

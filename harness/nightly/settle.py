@@ -1,0 +1,110 @@
+"""Settling a night: a first-pass regression alarms only when a confirmation on a quiet host agrees.
+
+The rule, per metric that regressed in the first pass (`harness.nightly.gate.verdicts`):
+- a confirmation attempt reruns the workload (`harness.nightly.job`) and gates the rerun again;
+- the first attempt that DISAGREES (the metric does not regress) settles it `not confirmed`;
+- the first attempt that AGREES on a quiet host settles it `regressed (confirmed)`; for metrics the
+  host's load cannot move (accuracy, accept length) any agreeing attempt does;
+- an attempt that agrees on a busy host (`busy_reasons`) settles nothing: another attempt is made,
+  up to the configured number; if none settles it, the metric is `inconclusive (host busy)`.
+The night is a regression if any metric is confirmed, else inconclusive if any is inconclusive,
+else a pass.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+CONFIRMED, NOT_CONFIRMED, INCONCLUSIVE = "regressed (confirmed)", "not confirmed", "inconclusive (host busy)"
+# Metrics whose value does not depend on how fast the host ran the requests.
+LOAD_INSENSITIVE = {"accept_length_token_weighted", "gsm8k_accuracy_strict"}
+DEFAULT_BUSY_LIMITS = {"other_cpu_share": 0.10, "steal_share": 0.05, "tpot_client_server_gap": 0.10}
+BUSY_WORDING = {"other_cpu_share": "other processes took {:.0%} of the host's CPU",
+                "steal_share": "the hypervisor stole {:.0%} of the CPU time",
+                "tpot_client_server_gap": "the client's TPOT exceeded the server's by {:.0%}"}
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One confirmation: its run directories ([fresh baseline,] rerun) and the rerun's verdicts."""
+
+    runs: tuple[Path, ...]
+    table: pd.DataFrame
+    busy: list[str] = field(default_factory=list)  # why the host was too busy, empty when quiet
+
+
+def tpot_gap(derived: pd.DataFrame) -> float:
+    """Client-over-server TPOT gap: mean(tpot_ms) / mean(server_tpot_ms) - 1 over the requests that
+    have both (fraction; NaN when the server reports no timings). A client starved of CPU stamps
+    its chunks late, so its TPOT drifts above the server's own."""
+    client, server = (derived[c].to_numpy(dtype=float) for c in ("tpot_ms", "server_tpot_ms"))
+    both = np.isfinite(client) & np.isfinite(server)
+    return float(client[both].mean() / server[both].mean() - 1) if both.any() else math.nan
+
+
+def busy_reasons(host_load: Mapping | None, limits: Mapping[str, float]) -> list[str]:
+    """Why a run's host was too busy for its timings to mean anything: each figure of `host_load`
+    (a run manifest's `host_load`) above its limit, in words. Unreadable figures are skipped."""
+    reasons = []
+    for name, limit in limits.items():
+        value = (host_load or {}).get(name)
+        if value is not None and math.isfinite(value) and value > limit:
+            reasons.append(f"{BUSY_WORDING[name].format(value)} (limit {limit:.0%})")
+    return reasons
+
+
+def _regressed(verdict: object) -> bool:
+    return str(verdict).startswith("regressed")
+
+
+def _settle_metric(metric: str, stat: str, attempts: list[Attempt]) -> str:
+    for attempt in attempts:
+        match = attempt.table[(attempt.table["metric"] == metric) & (attempt.table["stat"] == stat)]
+        if match.empty or not _regressed(match["verdict"].iloc[0]):
+            return NOT_CONFIRMED
+        if not attempt.busy or metric in LOAD_INSENSITIVE:
+            return CONFIRMED
+    return INCONCLUSIVE
+
+
+def settle(first: pd.DataFrame, attempts: list[Attempt]) -> pd.DataFrame:
+    """The first-pass verdict table with each regression settled by the attempts (module rule) and a
+    `confirmation` column listing each attempt's verdict for that metric."""
+    final = first.copy()
+    seen = []
+    for index, row in first.iterrows():
+        if not _regressed(row["verdict"]):
+            seen.append("")
+            continue
+        final.loc[index, "verdict"] = _settle_metric(row["metric"], row["stat"], attempts)
+        seen.append("; ".join(_attempt_note(a, row["metric"], row["stat"]) for a in attempts))
+    return final.assign(confirmation=seen)
+
+
+def _attempt_note(attempt: Attempt, metric: str, stat: str) -> str:
+    match = attempt.table[(attempt.table["metric"] == metric) & (attempt.table["stat"] == stat)]
+    if match.empty:
+        return "not measured"
+    change = match["change"].iloc[0]
+    text = f"{match['verdict'].iloc[0]} ({change:+.1%})" if pd.notna(change) else str(match["verdict"].iloc[0])
+    return text + (" on a busy host" if attempt.busy else "")
+
+
+def undecided(first: pd.DataFrame, attempts: list[Attempt]) -> bool:
+    """Whether a first-pass regression is still neither confirmed nor refuted."""
+    return any(_settle_metric(r.metric, r.stat, attempts) == INCONCLUSIVE
+               for r in first.itertuples() if _regressed(r.verdict))
+
+
+def night_outcome(final: pd.DataFrame) -> str:
+    """`regression`, `inconclusive` or `pass` for a settled verdict table (module rule)."""
+    verdicts = set(final["verdict"])
+    if any(_regressed(v) for v in verdicts):
+        return "regression"
+    return "inconclusive" if INCONCLUSIVE in verdicts else "pass"

@@ -1,0 +1,71 @@
+"""How a night confirms a regression: interleaved with a relaunched baseline, or a plain rerun."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+import harness.nightly.job as job
+from harness.nightly.config import NightlyConfig
+
+
+def _run_dir(folder: Path, name: str, launched: dict | None = None, scale: str = "as configured",
+             host_load: dict | None = None) -> Path:
+    path = folder / name
+    path.mkdir()
+    manifest = {"run_id": name, "workload": {"name": "synthetic"}, "launched_server": launched, "scale": scale,
+                "host_load": host_load or {"other_cpu_share": 0.01}}
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    return path
+
+
+def _fake_night(monkeypatch, tmp_path):
+    """run_workloads and gate replaced by fakes that record what they were asked to do."""
+    calls = []
+
+    def run_workloads(config, names=None, launch=None):
+        calls.append(("run", launch))
+        return {"synthetic": _run_dir(tmp_path, f"run{len(calls)}", host_load={"other_cpu_share": 0.5})}
+
+    def gate(config, baseline_dir, run_dir):
+        calls.append(("gate", Path(baseline_dir).name, Path(run_dir).name))
+        return None, pd.DataFrame([{"metric": "tpot_ms", "stat": "mean", "change": 0.2, "verdict": "regressed"}])
+
+    monkeypatch.setattr(job, "run_workloads", run_workloads)
+    monkeypatch.setattr(job, "gate", gate)
+    return calls
+
+
+def test_a_baseline_launched_from_a_profile_is_relaunched_when_the_job_launches_servers(tmp_path):
+    launched = {"profile": "spark-baseline", "model_dir": "/models/ling"}
+    base = _run_dir(tmp_path, "base", launched)
+    assert job.relaunchable_baseline(NightlyConfig(state_dir=tmp_path), base) == ("spark-baseline", Path("/models/ling"))
+    reduced = _run_dir(tmp_path, "reduced", launched, scale="REDUCED SCALE: embedded CPU test bed")
+    assert job.relaunchable_baseline(NightlyConfig(state_dir=tmp_path), reduced) == ("spark-baseline", None)
+
+
+def test_an_attached_server_or_baseline_means_a_plain_rerun(tmp_path):
+    launched = _run_dir(tmp_path, "base", {"profile": "cpu-testbed", "model_dir": "/m"})
+    assert job.relaunchable_baseline(NightlyConfig(state_dir=tmp_path, server="http://h:1"), launched) is None
+    attached = _run_dir(tmp_path, "attached")
+    assert job.relaunchable_baseline(NightlyConfig(state_dir=tmp_path), attached) is None
+
+
+def test_interleaved_confirmation_runs_the_baseline_configuration_then_the_candidate(tmp_path, monkeypatch):
+    calls = _fake_night(monkeypatch, tmp_path)
+    base = _run_dir(tmp_path, "base", {"profile": "cpu-testbed", "model_dir": "/m"})
+    attempt = job.confirmation_attempt(NightlyConfig(state_dir=tmp_path, profile="cpu-slow"), "synthetic", str(base))()
+    assert calls == [("run", ("cpu-testbed", Path("/m"))), ("run", None), ("gate", "run1", "run2")]
+    assert [p.name for p in attempt.runs] == ["run1", "run2"]
+    assert attempt.busy == ["run1: other processes took 50% of the host's CPU (limit 10%)",
+                            "run2: other processes took 50% of the host's CPU (limit 10%)"]
+
+
+def test_plain_confirmation_reruns_against_the_pinned_baseline(tmp_path, monkeypatch):
+    calls = _fake_night(monkeypatch, tmp_path)
+    base = _run_dir(tmp_path, "base")
+    attempt = job.confirmation_attempt(NightlyConfig(state_dir=tmp_path, server="http://h:1"), "synthetic", str(base))()
+    assert calls == [("run", None), ("gate", "base", "run1")]
+    assert [p.name for p in attempt.runs] == ["run1"]
