@@ -4,6 +4,8 @@ McNemar with its threshold, config."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -97,3 +99,24 @@ def test_config_reads_overrides_and_refuses_unknown_keys(tmp_path):
         load_config(path)
     with pytest.raises(SparkbenchError, match="does not exist"):
         load_config(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize("text, errors", [
+    ("workloads: synthetic\n", ["workloads: Input should be a valid list"]),
+    ("thresholds: [1, 2]\nwarmup: x\n", ["thresholds: Input should be a valid dictionary",
+                                         "warmup: Input should be a valid integer"]),
+    ("workloads:\n  - {name: synthetic, options: {num_promts: 3}}\n", ["synthetic options: unknown keys num_promts"]),
+    ("busy_limits: {other_cpu: 0.2}\nconfirmations: 0\n", ["confirmations: Input should be greater than or equal to 1",
+                                                            "busy_limits: Value error, not host-load figures"]),
+])
+def test_a_bad_config_is_one_line_per_error_and_exit_2_never_the_regression_code(tmp_path, text, errors):
+    path = tmp_path / "n.yaml"
+    path.write_text(text)
+    result = subprocess.run([sys.executable, "-m", "harness.cli", "nightly", "--config", str(path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == len(errors) and lines[0].startswith("sparkbench nightly: could not run: ")
+    for line, error in zip(lines, errors):
+        assert error in line
+    assert "Traceback" not in result.stderr and result.stdout == ""
