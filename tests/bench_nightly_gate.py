@@ -9,15 +9,19 @@ Phase "unchanged": the test-bed server (profile cpu-testbed). The first night pi
 then N nights run the same configuration; during each, a background process spins one core for a
 random stretch (seeded: it starts within the first half of the night and lasts 30-60% of it).
 Wanted: no alarm (every night exits 0 pass or 3 inconclusive).
-Phase "slower": the same model served by `SLOW_PROFILE` (see its description: a real slowdown of
-the server, not a different workload), N nights against the baseline pinned above, no added load.
-Wanted: every night exits 1 (regression).
+Phase "slower": the same server, its processes then confined to one of the host's cores
+(`sched_setaffinity` on every thread of the server's process group): a real slowdown of the server,
+not a different workload or model. N nights against the baseline pinned above, no added load.
+Wanted: every night exits 1 (regression). The slowdown is measured, not assumed: the table prints
+the server's own mean TPOT of each night against the baseline's.
 Each night is the real command, `sparkbench nightly --config ...`, at the default thresholds.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
 import subprocess
 import sys
@@ -30,9 +34,10 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from harness.analysis.compare import load_run
 from harness.run.embedded import embedded_server
+from harness.run.hostload import server_processes
 
-SLOW_PROFILE = Path(__file__).resolve().parent / "fixtures" / "profiles" / "cpu-testbed-slower.yaml"
 WORKLOAD = {"name": "synthetic", "options": {"num_prompts": 16, "input_tokens": 512, "output_tokens": 128, "seed": 0}}
 SPIN = "while True:\n    pass\n"
 OUTCOMES = {0: "pass", 1: "regression", 2: "could not run", 3: "inconclusive"}
@@ -68,6 +73,13 @@ def write_config(folder: Path, server: str, model_dir: Path) -> Path:
     return path
 
 
+def server_tpot_change(state: Path, run_name: str) -> str:
+    """The server's own mean TPOT of a run against the pinned baseline's, as a relative change."""
+    baseline = json.loads((state / "baseline.json").read_text())["synthetic"]
+    base, run = (load_run(d).derived["server_tpot_ms"].mean() for d in (baseline, state / "runs" / run_name))
+    return f"{run / base - 1:+.1%}"
+
+
 def night(config: Path, state: Path) -> dict:
     """One real nightly; its exit code and what its report folder says."""
     before = set((state / "reports").glob("*")) if (state / "reports").exists() else set()
@@ -82,35 +94,47 @@ def night(config: Path, state: Path) -> dict:
     verdicts = pd.read_csv(new[-1] / "verdicts.csv").fillna("")
     flagged = verdicts[verdicts["confirmation"] != ""]
     load = pd.read_csv(new[-1] / "host_load.csv").fillna("")
-    return {**row, "first pass regressed": ", ".join(f"{r.metric} {r.stat} {r.change:+.1%}" for r in flagged.itertuples()),
+    return {**row, "server tpot": server_tpot_change(state, load["run"].iloc[0]),
+            "first pass regressed": ", ".join(f"{r.metric} {r.stat} {r.change:+.1%}" for r in flagged.itertuples()),
             "confirmations": " | ".join(str(c) for c in flagged["confirmation"]),
             "busy runs": f"{(load['busy'] != 'no').sum()} of {len(load)}"}
 
 
-def unchanged_phase(folder: Path, nights: int, rng: random.Random) -> list[dict]:
+def confine_to_one_core(base_url: str) -> int:
+    """Pin every thread of the server's processes to one core (the slowdown); returns that core."""
+    core = min(os.sched_getaffinity(0))
+    for pid in server_processes(base_url):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            os.sched_setaffinity(int(task.name), {core})
+    return core
+
+
+def nights_of(phase: str, config: Path, state: Path, nights: int, load) -> list[dict]:
+    """`nights` nights in a row; `load()` gives a context manager (and its description) per night."""
     rows = []
-    with embedded_server("cpu-testbed", log_name="bench-nightly") as server:
-        config = write_config(folder, server.base_url, server.model_dir)
-        began = time.monotonic()
-        pinned = night(config, folder / "state")
-        print(f"baseline pinned on {server.base_url} in {time.monotonic() - began:.0f} s: {pinned}", flush=True)
-        night_s = time.monotonic() - began
-        for index in range(nights):
-            with spinner_during(night_s, rng) as load:
-                rows.append({"phase": "unchanged", "night": index + 1, "added load": load,
-                             **night(config, folder / "state")})
-            print(rows[-1], flush=True)
+    for index in range(nights):
+        with load() as added:
+            rows.append({"phase": phase, "night": index + 1, "added load": added, **night(config, state)})
+        print(rows[-1], flush=True)
     return rows
 
 
-def slower_phase(folder: Path, nights: int) -> list[dict]:
-    rows = []
-    with embedded_server(str(SLOW_PROFILE), log_name="bench-nightly-slower") as server:
+@contextmanager
+def no_added_load():
+    yield "none"
+
+
+def run_phases(folder: Path, nights: int, rng: random.Random) -> list[dict]:
+    """Pin the baseline, the unchanged nights under added load, then the slower nights."""
+    state = folder / "state"
+    with embedded_server("cpu-testbed", log_name="bench-nightly") as server:
         config = write_config(folder, server.base_url, server.model_dir)
-        for index in range(nights):
-            rows.append({"phase": "slower", "night": index + 1, "added load": "none",
-                         **night(config, folder / "state")})
-            print(rows[-1], flush=True)
+        began = time.monotonic()
+        print(f"baseline pinned on {server.base_url}: {night(config, state)}", flush=True)
+        night_s = time.monotonic() - began
+        rows = nights_of("unchanged", config, state, nights, lambda: spinner_during(night_s, rng))
+        print(f"server confined to core {confine_to_one_core(server.base_url)}", flush=True)
+        rows += nights_of("slower", config, state, nights, no_added_load)
     return rows
 
 
@@ -121,7 +145,7 @@ def main() -> None:
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="bench-nightly-"))
     began = time.monotonic()
-    rows = unchanged_phase(folder, args.nights, random.Random(args.seed)) + slower_phase(folder, args.nights)
+    rows = run_phases(folder, args.nights, random.Random(args.seed))
     table = pd.DataFrame(rows)
     with pd.option_context("display.width", 250, "display.max_colwidth", 120):
         print(table.to_string(index=False))
