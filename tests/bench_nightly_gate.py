@@ -34,7 +34,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from harness.analysis.compare import load_run
+from harness.analysis.run import Run
 from harness.run.embedded import embedded_server
 from harness.run.hostload import server_processes
 
@@ -76,7 +76,7 @@ def write_config(folder: Path, server: str, model_dir: Path) -> Path:
 def server_tpot_change(state: Path, run_name: str) -> str:
     """The server's own mean TPOT of a run against the pinned baseline's, as a relative change."""
     baseline = json.loads((state / "baseline.json").read_text())["synthetic"]
-    base, run = (load_run(d).derived["server_tpot_ms"].mean() for d in (baseline, state / "runs" / run_name))
+    base, run = (Run.load(d).derived["server_tpot_ms"].mean() for d in (baseline, state / "runs" / run_name))
     return f"{run / base - 1:+.1%}"
 
 
