@@ -10,11 +10,13 @@ From a speculative run S and its non-speculative baseline B (same server, model 
 - decode_tokens_per_round = `sum(S completion_tokens - 1) / sum(S decode rounds)`;
 - break_even_tokens_per_round = verify_cost_ratio: speculation gains only where a round yields more
   tokens than it costs steps; speedup = `decode_tokens_per_round / verify_cost_ratio`, which is
-  S's aggregate decode throughput over B's.
+  S's aggregate decode throughput over B's, over the requests counted.
 Decode rounds per request: the server's own count where it reports one for every round (SGLang
 `spec_verify_ct`, `tokens_per_step_source` "server_steps"), else the token-bearing streamed chunks
 after the first (one chunk per engine step: vLLM counts only the rounds that had a draft, and a
-round without one is a plain step that still belongs in the average).
+round without one is a plain step that still belongs in the average). A request whose stream the
+integrity rules flag (harness.metrics.integrity) counts in neither timing: its chunks may merge
+steps, and the client could not time it. Both timings pool the same requests.
 """
 
 from __future__ import annotations
@@ -33,10 +35,13 @@ VERIFY_COST_UNITS = {"plain_step_ms": "ms", "verify_round_ms": "ms", "verify_cos
 
 def decode_rounds(derived: pd.DataFrame) -> np.ndarray:
     """Rounds of each request after its first token: `verify_rounds` where the server counts every
-    round, else `len(chunk_ns) - 1`; NaN without either."""
+    round (`tokens_per_step_source` "server_steps"), `len(chunk_ns) - 1` where the stream shows one
+    chunk per step ("stream_chunks"), else NaN: a stream the integrity rules flag may have merged
+    steps into one chunk, so its chunks do not count rounds."""
     chunks = np.array([len(int_array(cell)) - 1 for cell in derived["chunk_ns"]], dtype=float)
-    from_server = (derived["tokens_per_step_source"] == "server_steps").to_numpy()
-    rounds = np.where(from_server, floats(derived["verify_rounds"]), chunks)
+    source = derived["tokens_per_step_source"]
+    rounds = np.where(source == "server_steps", floats(derived["verify_rounds"]),
+                      np.where(source == "stream_chunks", chunks, math.nan))
     return np.where(rounds > 0, rounds, math.nan)
 
 
@@ -56,11 +61,14 @@ def pooled_ms(time_ms: np.ndarray, units: np.ndarray) -> float:
 
 def verify_cost(speculative: pd.DataFrame, baseline: pd.DataFrame, timing: str = "client") -> dict[str, float]:
     """VERIFY_COST_UNITS figures of a speculative run's derived table against its baseline's."""
-    plain = pooled_ms(decode_time_ms(baseline, timing), floats(baseline["completion_tokens"]) - 1)
+    # Both timings pool the same requests: those whose stream the client could time.
+    trusted = np.isfinite(floats(baseline["decode_ms"]))
+    plain = pooled_ms(decode_time_ms(baseline, timing)[trusted], floats(baseline["completion_tokens"])[trusted] - 1)
     rounds = decode_rounds(speculative)
     decode_tokens = floats(speculative["completion_tokens"]) - 1
     spec_time = decode_time_ms(speculative, timing)
-    counted = np.isfinite(rounds) & np.isfinite(spec_time) & (decode_tokens > 0)
+    counted = (np.isfinite(rounds) & np.isfinite(spec_time) & np.isfinite(floats(speculative["decode_ms"]))
+               & (decode_tokens > 0))
     round_ms = pooled_ms(spec_time[counted], rounds[counted])
     ratio = round_ms / plain if plain > 0 else math.nan
     per_round = float(decode_tokens[counted].sum() / rounds[counted].sum()) if counted.any() else math.nan

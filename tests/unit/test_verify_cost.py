@@ -78,3 +78,10 @@ def test_compare_adds_the_rows_for_a_speculative_run_against_a_plain_baseline(tm
     assert rows.loc[("v-spec", "break_even_tokens_per_round", "value"), "unit"] == "tokens/round"
     # Two speculative runs, or a speculative baseline: no ratio.
     assert "verify_cost_ratio" not in compare_runs([cand, base])["metric"].tolist()
+
+
+def test_a_flagged_stream_does_not_count_rounds():
+    spec = derived([vllm_speculative(0)])
+    spec["tokens_per_step_source"] = [None]  # what the integrity rules leave of a flagged stream
+    assert decode_rounds(spec).tolist() != decode_rounds(spec).tolist()  # NaN
+    assert math.isnan(verify_cost(spec, derived([plain(0)]), timing="server")["verify_cost_ratio"])
