@@ -16,7 +16,8 @@ Decode rounds per request: the server's own count where it reports one for every
 after the first (one chunk per engine step: vLLM counts only the rounds that had a draft, and a
 round without one is a plain step that still belongs in the average). A request whose stream the
 integrity rules flag (harness.metrics.integrity) counts in neither timing: its chunks may merge
-steps, and the client could not time it. Both timings pool the same requests.
+steps. The plain step pools every baseline request that has the timing (the client's leaves out
+the streams it could not time; the server's own times need no stream).
 """
 
 from __future__ import annotations
@@ -61,14 +62,11 @@ def pooled_ms(time_ms: np.ndarray, units: np.ndarray) -> float:
 
 def verify_cost(speculative: pd.DataFrame, baseline: pd.DataFrame, timing: str = "client") -> dict[str, float]:
     """VERIFY_COST_UNITS figures of a speculative run's derived table against its baseline's."""
-    # Both timings pool the same requests: those whose stream the client could time.
-    trusted = np.isfinite(floats(baseline["decode_ms"]))
-    plain = pooled_ms(decode_time_ms(baseline, timing)[trusted], floats(baseline["completion_tokens"])[trusted] - 1)
+    plain = pooled_ms(decode_time_ms(baseline, timing), floats(baseline["completion_tokens"]) - 1)
     rounds = decode_rounds(speculative)
     decode_tokens = floats(speculative["completion_tokens"]) - 1
     spec_time = decode_time_ms(speculative, timing)
-    counted = (np.isfinite(rounds) & np.isfinite(spec_time) & np.isfinite(floats(speculative["decode_ms"]))
-               & (decode_tokens > 0))
+    counted = np.isfinite(rounds) & np.isfinite(spec_time) & (decode_tokens > 0)
     round_ms = pooled_ms(spec_time[counted], rounds[counted])
     ratio = round_ms / plain if plain > 0 else math.nan
     per_round = float(decode_tokens[counted].sum() / rounds[counted].sum()) if counted.any() else math.nan
