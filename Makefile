@@ -14,8 +14,9 @@ SERVER ?=
 RUNS ?=
 ARGS ?=
 SERVER_FLAG := $(if $(SERVER),--server $(SERVER),)
-# The embedded default needs the SGLang environment and the tiny model; an attached server does not.
-EMBEDDED_DEPS := $(if $(SERVER),,env-sglang model)
+# The embedded default needs the SGLang environment; an attached server does not. The server builds
+# the test-bed model it serves on first use, so a benchmark does not wait for the other variants.
+EMBEDDED_DEPS := $(if $(SERVER),,env-sglang)
 
 .PHONY: help setup lock lock-upgrade env-sglang env-vllm model testbed bench-synthetic bench-gsm8k test test-unit test-e2e clean
 

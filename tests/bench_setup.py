@@ -7,14 +7,16 @@ the first run starts from nothing and the user's caches are neither used nor tou
 the caches are removed at the end unless `--keep` (make's timestamped output stays in logs/).
 
 Figures per run: `setup` until make starts the benchmark command itself (every environment ready),
-`first request` until the first row lands in requests.jsonl, `done` until make returns. The load
-average beside them says how busy the machine was.
+`first request` until the first row lands in requests.jsonl, `done` until make returns; `cpu` is
+the CPU time (user + system) make and everything it started used, which a busy machine does not
+inflate as it does the wall-clock figures. The load average beside them says how busy it was.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -38,6 +40,11 @@ def isolated_env(workdir: Path) -> dict[str, str]:
     return {**os.environ, **{name: str(workdir / "cache" / sub) for name, sub in caches.items()}}
 
 
+def children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def first_request_row(clone: Path) -> bool:
     return any(path.stat().st_size > 0 for path in clone.glob("results/*/requests.jsonl"))
 
@@ -55,6 +62,7 @@ def _echo_and_mark(stream, log, marks: dict[str, float], start: float) -> None:
 def timed_make(clone: Path, target: str, env: dict[str, str], log_path: Path) -> dict[str, float]:
     """Run `make TARGET` in the clone; seconds to set-up done, first request row, and exit."""
     marks: dict[str, float] = {"load_before": os.getloadavg()[0]}
+    cpu_before = children_cpu_seconds()
     start = time.monotonic()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(["make", target], cwd=clone, env=env, text=True,
@@ -67,13 +75,14 @@ def timed_make(clone: Path, target: str, env: dict[str, str], log_path: Path) ->
             time.sleep(0.2)
         reader.join()
     marks["done"] = time.monotonic() - start
+    marks["cpu"] = children_cpu_seconds() - cpu_before
     marks["load_after"] = os.getloadavg()[0]
     marks["exit_code"] = proc.returncode
     return marks
 
 
 def format_marks(label: str, marks: dict[str, float]) -> str:
-    seconds = "  ".join(f"{name} {marks[name]:6.1f} s" for name in ("setup", "first_request", "done")
+    seconds = "  ".join(f"{name} {marks[name]:6.1f} s" for name in ("setup", "first_request", "done", "cpu")
                         if name in marks)
     return (f"{label:5s} {seconds}  exit {marks['exit_code']}  "
             f"load average {marks['load_before']:.2f} -> {marks['load_after']:.2f}")
