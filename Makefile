@@ -29,7 +29,7 @@ $(UV):
 	mv $(UV_DIR).partial $(UV_DIR)
 
 $(BIN)/sparkbench: pyproject.toml uv.lock | $(UV)
-	$(UV) sync --quiet --locked --all-extras --python $(PYTHON)
+	$(UV) sync --quiet --locked --all-extras --compile-bytecode --python $(PYTHON)
 	@touch $@
 
 setup: $(BIN)/sparkbench ## Create .venv with the harness and its test tools, exactly as uv.lock pins them

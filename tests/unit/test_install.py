@@ -65,7 +65,7 @@ def test_vllm_environment_is_created_filled_from_pip_sources_then_trimmed(fake_u
     folder = envs.env_dir("vllm")
     venv, pip_install, pip_uninstall = recorded_calls(fake_uv)
     assert venv.startswith("venv --quiet --python ") and venv.endswith(str(folder))
-    assert pip_install.startswith(f"pip install --quiet --python {python} --find-links /opt/wheels")
+    assert pip_install.startswith(f"pip install --quiet --compile-bytecode --python {python} --find-links /opt/wheels")
     assert pip_install.endswith(str(envs.requirements_file("vllm")))
     assert pip_uninstall == f"pip uninstall --quiet --python {python} torchvision torchaudio torchcodec"
     assert envs.env_python("vllm") == python
