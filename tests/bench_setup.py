@@ -1,7 +1,8 @@
 """Time the README's set-up from a fresh clone, cold (empty caches) then warm; prints seconds.
 
 Not a test: run it from the repository root with `python3 -m tests.bench_setup` (add `--ref REF`
-to time another commit, `--target test` to time `make test`). It clones the commit into a new
+to time another commit, `--target test` to time `make test`, `--warm-here` to time one run in this
+checkout with the caches it already has). It clones the commit into a new
 temporary folder and points every cache there (SPARKBENCH_CACHE, UV_CACHE_DIR, PIP_CACHE_DIR), so
 the first run starts from nothing and the user's caches are neither used nor touched; the clone and
 the caches are removed at the end unless `--keep` (make's timestamped output stays in logs/).
@@ -45,8 +46,12 @@ def children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def first_request_row(clone: Path) -> bool:
-    return any(path.stat().st_size > 0 for path in clone.glob("results/*/requests.jsonl"))
+def run_records(clone: Path) -> set[Path]:
+    return set(clone.glob("results/*/requests.jsonl"))
+
+
+def first_request_row(clone: Path, earlier: set[Path]) -> bool:
+    return any(path.stat().st_size > 0 for path in run_records(clone) - earlier)
 
 
 def _echo_and_mark(stream, log, marks: dict[str, float], start: float) -> None:
@@ -62,7 +67,7 @@ def _echo_and_mark(stream, log, marks: dict[str, float], start: float) -> None:
 def timed_make(clone: Path, target: str, env: dict[str, str], log_path: Path) -> dict[str, float]:
     """Run `make TARGET` in the clone; seconds to set-up done, first request row, and exit."""
     marks: dict[str, float] = {"load_before": os.getloadavg()[0]}
-    cpu_before = children_cpu_seconds()
+    cpu_before, earlier = children_cpu_seconds(), run_records(clone)
     start = time.monotonic()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(["make", target], cwd=clone, env=env, text=True,
@@ -70,7 +75,7 @@ def timed_make(clone: Path, target: str, env: dict[str, str], log_path: Path) ->
         reader = threading.Thread(target=_echo_and_mark, args=(proc.stdout, log, marks, start))
         reader.start()
         while proc.poll() is None:
-            if "first_request" not in marks and first_request_row(clone):
+            if "first_request" not in marks and first_request_row(clone, earlier):
                 marks["first_request"] = time.monotonic() - start
             time.sleep(0.2)
         reader.join()
@@ -93,7 +98,13 @@ def main() -> None:
     parser.add_argument("--ref", default="HEAD", help="commit to time (default HEAD)")
     parser.add_argument("--target", default="bench-synthetic", help="make target (default bench-synthetic)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (clone, caches, logs)")
+    parser.add_argument("--warm-here", action="store_true",
+                        help="time one warm run in this checkout with its usual caches (no clone)")
     args = parser.parse_args()
+    if args.warm_here:
+        marks = timed_make(REPO, args.target, dict(os.environ), Path(tempfile.mkdtemp()) / "warm.log")
+        print(format_marks("warm", marks), flush=True)
+        return
     workdir = Path(tempfile.mkdtemp(prefix="sparkbench-setup-"))
     logs = workdir / "logs"
     logs.mkdir()
