@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from harness.config import bounds
 from harness.errors import SparkbenchError
 from harness.run.runner import RunOptions
+from harness.secrets import api_key, auth_headers, redact
 from workloads import WorkloadConfig
 from workloads.gsm8k import GSM8KConfig
 from workloads.synthetic import SyntheticConfig
@@ -47,8 +48,25 @@ ModelConfigOpt = Annotated[Optional[Path], typer.Option(
     help="The served model's config.json for the decode roofline (default: from the run's model folder).")]
 PeakOpt = Annotated[Optional[float], typer.Option(
     min=0.0, help="Peak memory bandwidth of the device, GB/s (default: the known device NVML named).")]
+def _run_option(field: str, flag: str) -> typer.models.OptionInfo:
+    return typer.Option(flag, help=RunOptions.model_fields[field].description, **bounds(RunOptions, field))
+
+
+MaxErrorsOpt = Annotated[Optional[int], _run_option("max_errors", "--max-errors")]
+FirstTokenOpt = Annotated[Optional[float], _run_option("first_token_timeout_s", "--first-token-timeout")]
+DeadlineOpt = Annotated[Optional[float], _run_option("request_deadline_s", "--request-deadline")]
+GraceOpt = Annotated[float, _run_option("unreachable_grace_s", "--unreachable-grace")]
+ApiKeyOpt = Annotated[Optional[str], typer.Option(
+    "--api-key", help="Key sent as `Authorization: Bearer` (default: $SPARKBENCH_API_KEY, then $OPENAI_API_KEY); "
+                      "never written to the run.")]
+ResumeOpt = Annotated[Optional[Path], typer.Option(
+    help="Continue this stopped run: same workload, only the prompts without an ok record are sent.")]
 PowerOpt = Annotated[int, typer.Option(min=0, help="Sample device power (NVML GPUs, RAPL CPU packages) every N ms "
                                                   "during the measured requests; 0 = off.")]
+
+
+def default(model: type[BaseModel], field: str):
+    return model.model_fields[field].default
 
 
 @dataclass(frozen=True)
@@ -68,11 +86,27 @@ class Common:
     progress: bool
     keep_prefix_cache: bool = False
     power_sample_ms: int = 100
+    faults: Faults | None = None
 
     def options(self, base_url: str) -> RunOptions:
+        faults = self.faults or Faults()
         return RunOptions(base_url=base_url, warmup=self.warmup, concurrency=self.concurrency,
                           request_timeout_s=self.request_timeout, show_progress=self.progress,
-                          power_interval_s=self.power_sample_ms / 1000)
+                          power_interval_s=self.power_sample_ms / 1000, max_errors=faults.max_errors,
+                          first_token_timeout_s=faults.first_token_timeout, request_deadline_s=faults.request_deadline,
+                          unreachable_grace_s=faults.unreachable_grace, headers=auth_headers(api_key(faults.api_key)))
+
+
+@dataclass(frozen=True)
+class Faults:
+    """What a run tolerates, and how it continues (the options of failure handling)."""
+
+    max_errors: int | None = None
+    first_token_timeout: float | None = None
+    request_deadline: float | None = None
+    unreachable_grace: float = default(RunOptions, "unreachable_grace_s")
+    api_key: str | None = None
+    resume: Path | None = None
 
 
 def _run(common: Common, workload: str, workload_options: dict, chat: bool = False) -> None:
@@ -80,14 +114,19 @@ def _run(common: Common, workload: str, workload_options: dict, chat: bool = Fal
     from harness.analysis.run import Run
     from harness.analysis.tables import format_run_summary
     from harness.run.bench import backend_for, run_workload, target_server
-    from workloads.registry import config_of, plan
+    from harness.run.resume import resumed_options
+    from workloads.registry import config_of, entry, plan
 
+    resume = common.faults.resume if common.faults else None
+    if resume is not None:
+        defaults = {key: default(entry(workload).config, key) for key in workload_options}
+        workload_options = resumed_options(resume, workload, workload_options, defaults)
     config = config_of(workload, workload_options)  # a bad option fails before any server starts
     with target_server(common.server, common.profile, common.model) as target:
         backend = backend_for(target, common.backend, chat=chat, model=common.served_model)
         chosen = plan(workload, config, target.reduced, target.model_dir)
         run = run_workload(target, backend, chosen, common.options(target.base_url), common.results,
-                           guard=common.guard, keep_prefix_cache=common.keep_prefix_cache)
+                           guard=common.guard, keep_prefix_cache=common.keep_prefix_cache, resume=resume)
     print(format_run_summary(Run.load(run.path)))
 
 
@@ -98,10 +137,6 @@ def bound(model: type[WorkloadConfig], field: str) -> typer.models.OptionInfo:
     """A typer option bound to a workload config field: its description with the scale defaults,
     and its bounds."""
     return typer.Option(help=model.help(field), **bounds(model, field))
-
-
-def default(model: type[BaseModel], field: str):
-    return model.model_fields[field].default
 
 
 @run_app.command("synthetic")
@@ -120,10 +155,14 @@ def run_synthetic(
     warmup: WarmupOpt = default(R, "warmup"), concurrency: ConcurrencyOpt = default(R, "concurrency"),
     results: ResultsOpt = Path("results"), request_timeout: TimeoutOpt = default(R, "request_timeout_s"),
     progress: ProgressOpt = True, power_sample_ms: PowerOpt = 100,
+    max_errors: MaxErrorsOpt = None, first_token_timeout: FirstTokenOpt = None, request_deadline: DeadlineOpt = None,
+    unreachable_grace: GraceOpt = default(R, "unreachable_grace_s"), api_key: ApiKeyOpt = None,
+    resume: ResumeOpt = None,
 ) -> None:
     """Synthetic decode: random-token prompts, fixed output length, greedy, ignore_eos."""
+    faults = Faults(max_errors, first_token_timeout, request_deadline, unreachable_grace, api_key, resume)
     common = Common(server, profile, model, guard, backend, served_model, warmup, concurrency, results,
-                    request_timeout, progress, keep_prefix_cache, power_sample_ms)
+                    request_timeout, progress, keep_prefix_cache, power_sample_ms, faults)
     _run(common, "synthetic", {"num_prompts": num_prompts, "input_tokens": input_tokens,
                                "output_tokens": output_tokens, "seed": seed, "salt": salt, "tokenizer": tokenizer})
 
@@ -148,10 +187,14 @@ def run_gsm8k(
     warmup: WarmupOpt = default(R, "warmup"), concurrency: ConcurrencyOpt = default(R, "concurrency"),
     results: ResultsOpt = Path("results"), request_timeout: TimeoutOpt = default(R, "request_timeout_s"),
     progress: ProgressOpt = True, power_sample_ms: PowerOpt = 100,
+    max_errors: MaxErrorsOpt = None, first_token_timeout: FirstTokenOpt = None, request_deadline: DeadlineOpt = None,
+    unreachable_grace: GraceOpt = default(R, "unreachable_grace_s"), api_key: ApiKeyOpt = None,
+    resume: ResumeOpt = None,
 ) -> None:
     """GSM8K: five-shot chain-of-thought, published sampling; accuracy and speed from the same requests."""
+    faults = Faults(max_errors, first_token_timeout, request_deadline, unreachable_grace, api_key, resume)
     common = Common(server, profile, model, guard, backend, served_model, warmup, concurrency, results,
-                    request_timeout, progress, power_sample_ms=power_sample_ms)
+                    request_timeout, progress, power_sample_ms=power_sample_ms, faults=faults)
     _run(common, "gsm8k", {"limit": limit, "offset": offset, "shuffle": shuffle, "shuffle_seed": shuffle_seed,
                            "shot_seed": shot_seed, "chat": chat, "source": source, "temperature": temperature,
                            "top_p": top_p, "top_k": top_k, "max_new_tokens": max_new_tokens,
@@ -337,7 +380,7 @@ def main() -> None:
     try:
         app()
     except SparkbenchError as exc:
-        print(f"sparkbench: {exc}", file=sys.stderr)
+        print(f"sparkbench: {redact(str(exc))}", file=sys.stderr)
         sys.exit(exc.exit_code)
 
 

@@ -73,8 +73,9 @@ async def collect(events: AsyncIterator[tuple[int, Any]], result: StreamResult, 
     loop = asyncio.get_running_loop()
     start = loop.time()
     when, error = deadlines.due(start, start, has_token=False)
+    timer = asyncio.timeout_at(None if math.isinf(when) else when)
     try:
-        async with asyncio.timeout(None if math.isinf(when) else when) as timer:
+        async with timer:
             async for now, payload in events:
                 if payload is DONE:
                     result.end_ns = now
@@ -85,13 +86,14 @@ async def collect(events: AsyncIterator[tuple[int, Any]], result: StreamResult, 
                     when, error = deadlines.due(start, loop.time(), has_token=True)
                     timer.reschedule(None if math.isinf(when) else when)
         raise StreamIncomplete(f"{url}: stream ended without [DONE]")
-    except TimeoutError:
-        waited = loop.time() - start
-        return result.fail(error(f"{url}: gave up after {waited:.1f} s ({_which(error, deadlines)})"),
-                           time.perf_counter_ns())
     except ConnectFailed:
         raise  # never sent: not a failed request, the caller decides whether to try again
-    except RequestFailed as exc:
+    except (TimeoutError, RequestFailed) as exc:
+        # The transport may report our own deadline's cancellation as its read timeout.
+        if timer.expired():
+            exc = error(f"{url}: gave up after {loop.time() - start:.1f} s ({_which(error, deadlines)})")
+        if not isinstance(exc, RequestFailed):
+            raise
         return result.fail(exc, time.perf_counter_ns())
 
 

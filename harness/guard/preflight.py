@@ -44,16 +44,17 @@ def model_config(model_dir: str | Path | None) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
-def canary_speculation(backend: Backend, base_url: str) -> dict[str, float]:
-    """Send one short greedy request and read its speculation columns (NaN: not reported)."""
+def canary_speculation(backend: Backend, base_url: str, headers: dict[str, str] | None = None) -> dict[str, float]:
+    """Send one short greedy request and read its speculation columns (NaN: not reported); a
+    canary that fails is a one-line error (the check cannot be made)."""
     prompt = Prompt("canary", SamplingParams(max_new_tokens=CANARY_TOKENS, temperature=0.0, ignore_eos=True),
                     text=CANARY_TEXT)
 
     async def send():
-        async with httpx.AsyncClient(timeout=httpx.Timeout(300.0, connect=10.0)) as http:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(300.0, connect=10.0), headers=headers) as http:
             return await backend.send(http, base_url, prompt)
 
-    result = asyncio.run(send())
+    result = asyncio.run(send()).raise_for_error()
     return engine_named(backend.engine).speculation(result.meta, float(result.completion_tokens or 0))
 
 
@@ -62,13 +63,13 @@ def _reported(value: float) -> float | None:
 
 
 def startup_guard(profile: Profile, backend: Backend, base_url: str, snapshot: dict[str, Any],
-                  model_dir: str | Path | None) -> GuardReport:
+                  model_dir: str | Path | None, headers: dict[str, str] | None = None) -> GuardReport:
     """Every check that must pass before measuring; raises GuardFailed with one line per failure."""
     facts = server_facts(profile, snapshot)
     model_dir = model_dir or facts.get("model_path")
     report = check_startup(profile, facts, profile.launch.env, model_config(model_dir))
     if profile.expects_speculation:
-        canary = canary_speculation(backend, base_url)
+        canary = canary_speculation(backend, base_url, headers)
         report.extend(check_canary(profile, _reported(canary["accept_length"]),
                                    accepted_drafts=_reported(canary["accepted_draft_tokens"]),
                                    proposed_drafts=_reported(canary["proposed_draft_tokens"])))

@@ -23,6 +23,7 @@ from harness.guard.preflight import prefix_cache_report, startup_guard
 from harness.guard.profiles import Profile, load_profile
 from harness.records.rundir import SCALE_LABEL, RunDir, new_run_id
 from harness.run.embedded import DEFAULT_PROFILE, EmbeddedServer, embedded_server
+from harness.run.resume import check_same_spec, done_prompts
 from harness.run.runner import RunAborted, RunOptions, execute, snapshot_server
 from workloads import Plan
 
@@ -94,23 +95,29 @@ def run_workload(
     results_root: Path,
     guard: bool = True,
     keep_prefix_cache: bool = False,
+    resume: Path | None = None,
 ) -> RunDir:
     """Snapshot the server, guard it, build the workload, record every request, then check.
 
     A workload whose prefill must be measured in full (synthetic) gets the server's prefix cache
     flushed after warm-up, unless `keep_prefix_cache`: a long-lived server has seen other prompts,
-    and one that began with the same token would serve that token from its cache.
+    and one that began with the same token would serve that token from its cache. With `resume`,
+    the run at that path is continued (`harness.run.resume`) instead of a new one created.
     """
-    snapshot = snapshot_server(backend, target.base_url)
-    guard_record = _startup_guard(target, backend, snapshot, guard)
+    snapshot = snapshot_server(backend, target.base_url, options.headers)
+    guard_record = _startup_guard(target, backend, snapshot, guard, options.headers)
     workload = plan.make(snapshot)
     spec = workload.spec()
     manifest = run_manifest(target, backend, snapshot, spec, plan, options) | {"guard": guard_record}
     uncached = bool(spec.get("requires_uncached_prompts")) and not keep_prefix_cache
     options = options.model_copy(update={"flush_prefix_cache": uncached})
-    run = RunDir.create(results_root, new_run_id(workload.name), manifest)
+    if resume is None:
+        run, done = RunDir.create(results_root, new_run_id(workload.name), manifest), frozenset()
+    else:
+        check_same_spec(resume, spec)
+        run, done = RunDir.reopen(resume), done_prompts(resume)
     try:
-        execute(backend, options, workload, run)
+        execute(backend, options, workload, run, done)
     finally:
         finished = Run(run.path, run.manifest)  # shares the manifest that _after_run completes
         _after_run(run, target, finished.requests)
@@ -119,13 +126,14 @@ def run_workload(
     return run
 
 
-def _startup_guard(target: Target, backend: Backend, snapshot: dict[str, Any], guard: bool) -> dict | None:
+def _startup_guard(target: Target, backend: Backend, snapshot: dict[str, Any], guard: bool,
+                   headers: dict[str, str]) -> dict | None:
     """The guard's record for the manifest: None without a profile; raises GuardFailed on a mismatch."""
     if target.profile is None:
         return None
     if not guard:
         return {"skipped": "--no-guard"}
-    return startup_guard(target.profile, backend, target.base_url, snapshot, target.model_dir).to_dict()
+    return startup_guard(target.profile, backend, target.base_url, snapshot, target.model_dir, headers).to_dict()
 
 
 def run_manifest(target: Target, backend: Backend, snapshot: dict[str, Any], spec: dict[str, Any], plan: Plan,
@@ -138,7 +146,10 @@ def run_manifest(target: Target, backend: Backend, snapshot: dict[str, Any], spe
         "reduced_scale": target.reduced, "server": snapshot, "profile": target.profile.to_dict() if target.profile else None,
         "launched_server": None if target.embedded is None else {
             "profile": target.embedded.profile, "model_dir": str(target.embedded.model_dir)},
-        "options": options.model_dump(mode="json", include={"warmup", "concurrency", "request_timeout_s"}),
+        "options": options.model_dump(mode="json", include={"warmup", "concurrency", "request_timeout_s",
+                                                             "first_token_timeout_s", "request_deadline_s",
+                                                             "max_errors", "unreachable_grace_s"}),
+        "credentials": {"api_key": bool(options.headers)},  # whether one was sent, never the key
     }
 
 

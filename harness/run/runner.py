@@ -64,10 +64,10 @@ class RunAborted(SparkbenchError):
     exit_code = 1
 
 
-def snapshot_server(backend: Backend, base_url: str) -> dict[str, Any]:
+def snapshot_server(backend: Backend, base_url: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
     """Ask the server for its facts; an unreachable server is a one-line error before anything is created."""
     try:
-        with httpx.Client(timeout=httpx.Timeout(30.0, connect=5.0)) as http:
+        with httpx.Client(timeout=httpx.Timeout(30.0, connect=5.0), headers=headers) as http:
             return backend.snapshot(http, base_url)
     except httpx.HTTPError as exc:
         raise ServerUnreachable(f"cannot reach {base_url} ({type(exc).__name__}: {exc})") from exc

@@ -210,7 +210,14 @@ class _Handler(BaseHTTPRequestHandler):
 def serving(script: Script) -> Iterator[str]:
     """Serve `script` on a free loopback port in a thread; yield the base URL."""
     handler = type("ScriptedHandler", (_Handler,), {"script": script})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    with threaded(ThreadingHTTPServer(("127.0.0.1", 0), handler)) as url:
+        yield url
+
+
+@contextmanager
+def threaded(server: ThreadingHTTPServer) -> Iterator[str]:
+    """Run `server` in a daemon thread until the block ends; yield its base URL."""
+    server.daemon_threads = True  # a handler still streaming must not hold the test at shutdown
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

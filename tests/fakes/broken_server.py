@@ -1,0 +1,117 @@
+"""The scripted stream server, broken on purpose: each way real servers and networks fail a stream.
+
+Test equipment only. `breaking(Breakage(kind, requests))` serves like `stream_server.serving`, but
+the requests whose arrival index is in `requests` (all when None) fail as `kind` says:
+
+- `truncated_json`: a `data:` line whose JSON is cut off, then the stream ends;
+- `no_done`: every token, but no `data: [DONE]`;
+- `disconnect`: the connection is dropped after a few chunks;
+- `http_503`: `503 Service Unavailable` with a JSON error body;
+- `html_200`: `200` with a proxy's HTML error page;
+- `keepalive`: SSE comment lines (`: keep-alive`) every 50 ms and never a token;
+- `short`: a normal stream with half the tokens asked for.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import ThreadingHTTPServer
+from typing import Any
+
+from tests.fakes.stream_server import Script, _Handler, threaded
+
+BREAKAGES = ("truncated_json", "no_done", "disconnect", "http_503", "html_200", "keepalive", "short")
+CHUNKS_BEFORE_BREAK = 3
+KEEPALIVE_FOR_S = 30.0
+
+
+@dataclass(frozen=True)
+class Breakage:
+    kind: str
+    requests: frozenset[int] | None = None  # arrival indices (from 0) that break; None: every request
+
+    def applies(self, index: int) -> bool:
+        return self.requests is None or index in self.requests
+
+
+class _Stop(Exception):
+    """Ends the handler's stream early (the breakage has been delivered)."""
+
+
+class _BrokenHandler(_Handler):
+    breakage: Breakage
+    arrivals: Iterator[int]
+    _kind: str | None = None
+    _events = 0
+
+    def do_POST(self) -> None:
+        self._kind = self.breakage.kind if self.breakage.applies(next(self.arrivals)) else None
+        self._events = 0
+        if self._kind in ("http_503", "html_200", "keepalive"):
+            self.rfile.read(int(self.headers["content-length"]))
+            getattr(self, f"_{self._kind}")()
+            return
+        try:
+            super().do_POST()
+        except (_Stop, BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _stream(self, body: dict[str, Any], arrived: float) -> None:
+        if self._kind == "short":
+            for sampling in (body.get("sampling_params") or {}, body):
+                for key in ("max_new_tokens", "max_tokens"):
+                    if key in sampling:
+                        sampling[key] //= 2
+        super()._stream(body, arrived)
+
+    def _event(self, payload: Any) -> None:
+        self._events += 1
+        if self._kind == "no_done" and payload == "[DONE]":
+            return
+        if self._kind == "truncated_json" and self._events > CHUNKS_BEFORE_BREAK:
+            line = b'data: {"text": "ab", "output_ids": [1, \n\n'
+            self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n0\r\n\r\n")
+            raise _Stop
+        if self._kind == "disconnect" and self._events > CHUNKS_BEFORE_BREAK:
+            self.connection.shutdown(socket.SHUT_RDWR)
+            raise _Stop
+        super()._event(payload)
+
+    def _http_503(self) -> None:
+        self._json(503, {"error": {"message": "Service Unavailable", "code": 503}})
+
+    def _html_200(self) -> None:
+        page = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
+        self.send_response(200)
+        self.send_header("content-type", "text/html")
+        self.send_header("content-length", str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
+
+    def _keepalive(self) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        ends = time.monotonic() + KEEPALIVE_FOR_S
+        try:
+            while time.monotonic() < ends:
+                self.wfile.write(b"e\r\n: keep-alive\n\n\r\n")
+                self.wfile.flush()
+                time.sleep(0.05)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+
+@contextmanager
+def breaking(breakage: Breakage, script: Script = Script()) -> Iterator[str]:
+    """Serve `script`, broken as `breakage` says, on a free loopback port; yield the base URL."""
+    handler = type("BrokenHandler", (_BrokenHandler,), {"script": script, "breakage": breakage,
+                                                        "arrivals": itertools.count()})
+    with threaded(ThreadingHTTPServer(("127.0.0.1", 0), handler)) as url:
+        yield url
