@@ -12,7 +12,7 @@ import typer
 from pydantic import BaseModel
 
 from harness.config import bounds
-from harness.errors import SparkbenchError
+from harness.errors import SparkbenchError, describe_os_error
 from harness.run.runner import RunOptions
 from harness.secrets import api_key, auth_headers, redact
 from workloads import WorkloadConfig
@@ -382,6 +382,9 @@ def main() -> None:
     except SparkbenchError as exc:
         print(f"sparkbench: {redact(str(exc))}", file=sys.stderr)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # a file the user named cannot be read or written: say which and why
+        print(f"sparkbench: {redact(describe_os_error(exc))}", file=sys.stderr)
+        sys.exit(SparkbenchError.exit_code)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,10 @@ def load_vocabulary(model_dir: str | Path) -> Vocabulary:
         raise SparkbenchError(f"no tokenizer.json in {model_dir}; pass --tokenizer DIR (a local copy of the model's tokenizer)")
     from tokenizers import Tokenizer  # imported here: only the synthetic workload needs it
 
-    tokenizer = Tokenizer.from_file(str(path))
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:  # the tokenizers library raises its own exception type for a bad file
+        raise SparkbenchError(f"{path} is not a valid tokenizer file ({str(exc).splitlines()[0][:120]})") from exc
     added = json.loads(path.read_text(encoding="utf-8")).get("added_tokens", [])
     special = frozenset(token["id"] for token in added)
     return Vocabulary(size=tokenizer.get_vocab_size(with_added_tokens=True), special_ids=special)

@@ -38,9 +38,12 @@ async def post_sse(
                     yield now, DONE
                     continue
                 try:
-                    yield now, json.loads(data)
+                    payload = json.loads(data)
                 except json.JSONDecodeError as exc:
                     raise MalformedStream(f"{url} sent a chunk that is not JSON: {data[:120]!r}") from exc
+                if not isinstance(payload, dict):
+                    raise MalformedStream(f"{url} sent a chunk that is not a JSON object: {data[:120]!r}")
+                yield now, payload
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         raise ConnectFailed(f"cannot connect to {url} ({type(exc).__name__}: {exc})") from exc
     except httpx.TimeoutException as exc:

@@ -138,14 +138,20 @@ def json_lines(path: Path) -> list[dict[str, Any]]:
     """The objects of a JSON-lines file. A torn last line (crash mid-write) is dropped, anything
     else fails."""
     rows: list[dict[str, Any]] = []
-    lines = path.read_text(encoding="utf-8").splitlines()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise SparkbenchError(f"{path}: not UTF-8 text (byte {exc.start}); the file is corrupt") from exc
     for number, line in enumerate(lines, start=1):
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError as exc:
             if number == len(lines):
                 break  # the write in flight when the process died
             raise SparkbenchError(f"{path}: line {number} is not valid JSON; the file is corrupt") from exc
+        if not isinstance(row, dict):
+            raise SparkbenchError(f"{path}: line {number} is not a JSON object; the file is corrupt")
+        rows.append(row)
     return rows
 
 

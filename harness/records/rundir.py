@@ -172,10 +172,18 @@ def engine_and_api(manifest: dict[str, Any]) -> tuple[str | None, str | None]:
 
 
 def load_manifest(run_dir: Path) -> dict[str, Any]:
+    """The run's manifest; one-line errors for a missing, undecodable or wrongly shaped file."""
     path = Path(run_dir) / MANIFEST_NAME
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        manifest = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise SparkbenchError(f"{run_dir}: no {MANIFEST_NAME}; is this a run directory?") from exc
+    except UnicodeDecodeError as exc:
+        raise SparkbenchError(f"{path}: not UTF-8 text (byte {exc.start}); the file is corrupt") from exc
     except json.JSONDecodeError as exc:
         raise SparkbenchError(f"{path}: not valid JSON (line {exc.lineno}); the file is corrupt") from exc
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("workload"), dict) \
+            or not isinstance(manifest["workload"].get("name"), str) or not isinstance(manifest.get("run_id"), str):
+        raise SparkbenchError(f"{path}: not a sparkbench manifest (it needs an object with `run_id` and "
+                              "`workload.name`); the file is corrupt")
+    return manifest

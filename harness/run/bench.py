@@ -13,18 +13,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pandas as pd
 
 from harness.analysis.run import Run
 from harness.engines.base import Backend, ServerHTTPError
 from harness.engines.detect import AUTO, detect_engine, make_backend
 from harness.engines.prometheus import accept_length_from_counters, counter_delta
+from harness.errors import SparkbenchError
 from harness.guard.preflight import prefix_cache_report, startup_guard
 from harness.guard.profiles import Profile, load_profile
 from harness.records.rundir import SCALE_LABEL, RunDir, new_run_id
 from harness.run.embedded import DEFAULT_PROFILE, EmbeddedServer, embedded_server
 from harness.run.resume import check_same_spec, done_prompts
 from harness.run.runner import RunAborted, RunOptions, execute, snapshot_server
+from harness.secrets import redact
 from workloads import Plan
 
 
@@ -59,7 +62,7 @@ def target_server(server_url: str | None, profile_name: str | None = None,
     """
     profile = load_profile(profile_name) if profile_name else None
     if server_url:
-        yield Target(base_url=server_url.rstrip("/"), profile=profile)
+        yield Target(base_url=checked_url(server_url), profile=profile)
         return
     profile = profile or load_profile(DEFAULT_PROFILE)
     if model_dir is None:
@@ -67,6 +70,17 @@ def target_server(server_url: str | None, profile_name: str | None = None,
               file=sys.stderr, flush=True)
     with embedded_server(profile.name, model_dir=model_dir) as embedded:
         yield Target(base_url=embedded.base_url, profile=profile, embedded=embedded)
+
+
+def checked_url(url: str) -> str:
+    """`url` without a trailing slash, or a one-line error when it is not an http(s) URL."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError) as exc:
+        raise SparkbenchError(f"--server {redact(url)} is not a valid URL ({exc})") from exc
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise SparkbenchError(f"--server {redact(url)} is not an http(s) URL with a host")
+    return url.rstrip("/")
 
 
 def backend_for(target: Target, name: str, chat: bool = False, model: str | None = None) -> Backend:

@@ -25,6 +25,7 @@ from typing import Any
 
 from tests.fakes.stream_server import Script, _Handler, threaded
 
+NONE = "none"  # a breakage that breaks nothing: the plain scripted server
 BREAKAGES = ("truncated_json", "no_done", "disconnect", "http_503", "html_200", "keepalive", "short")
 CHUNKS_BEFORE_BREAK = 3
 KEEPALIVE_FOR_S = 30.0
@@ -46,10 +47,12 @@ class _Stop(Exception):
 class _BrokenHandler(_Handler):
     breakage: Breakage
     arrivals: Iterator[int]
+    received: list[dict[str, Any]]  # path and Authorization header of every POST, for the tests
     _kind: str | None = None
     _events = 0
 
     def do_POST(self) -> None:
+        self.received.append({"path": self.path, "authorization": self.headers.get("authorization")})
         self._kind = self.breakage.kind if self.breakage.applies(next(self.arrivals)) else None
         self._events = 0
         if self._kind in ("http_503", "html_200", "keepalive"):
@@ -109,9 +112,11 @@ class _BrokenHandler(_Handler):
 
 
 @contextmanager
-def breaking(breakage: Breakage, script: Script = Script()) -> Iterator[str]:
-    """Serve `script`, broken as `breakage` says, on a free loopback port; yield the base URL."""
+def breaking(breakage: Breakage, script: Script = Script(), received: list | None = None) -> Iterator[str]:
+    """Serve `script`, broken as `breakage` says, on a free loopback port; yield the base URL.
+    Each POST's path and Authorization header are appended to `received` when given."""
     handler = type("BrokenHandler", (_BrokenHandler,), {"script": script, "breakage": breakage,
-                                                        "arrivals": itertools.count()})
+                                                        "arrivals": itertools.count(),
+                                                        "received": received if received is not None else []})
     with threaded(ThreadingHTTPServer(("127.0.0.1", 0), handler)) as url:
         yield url
