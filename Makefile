@@ -18,7 +18,7 @@ SERVER_FLAG := $(if $(SERVER),--server $(SERVER),)
 # the test-bed model it serves on first use, so a benchmark does not wait for the other variants.
 EMBEDDED_DEPS := $(if $(SERVER),,env-sglang)
 
-.PHONY: help setup lock lock-upgrade env-sglang env-vllm model testbed bench-synthetic bench-gsm8k test test-unit test-e2e clean
+.PHONY: help setup lock lock-upgrade env-sglang env-vllm model llamacpp testbed bench-synthetic bench-gsm8k test test-unit test-e2e clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -49,7 +49,10 @@ env-vllm: setup ## Install the pinned vLLM CPU server environment (cached outsid
 model: env-sglang ## Build the test bed's tiny models (plain, bigram, wrong draft) once (cached outside the clone)
 	$(BIN)/python -m harness.testbed.envs model
 
-testbed: env-sglang env-vllm model ## Everything the end-to-end tests need
+llamacpp: model ## Build llama.cpp's llama-server (CPU) from the pinned source, and the GGUF models (cached)
+	$(BIN)/python -m harness.testbed.llamacpp
+
+testbed: env-sglang env-vllm model llamacpp ## Everything the end-to-end tests need
 
 bench-synthetic: setup $(EMBEDDED_DEPS) ## Synthetic 32K/2K greedy run (SERVER=URL), else the reduced embedded run
 	$(BIN)/sparkbench run synthetic $(SERVER_FLAG) $(ARGS)

@@ -1,0 +1,176 @@
+"""llama.cpp's native `llama-server` for the CPU test bed, built from a pinned source, and GGUF models.
+
+The source is llama.cpp as vendored in the `llama-cpp-python` sdist on PyPI (the package index is the
+one source reachable offline here); its sha256 is pinned. The build folder's name carries the pin and
+a hash of the cmake flags, so a changed pin or flag builds afresh and a warm machine reuses the old
+one. The extracted source stays beside the binary: its converter (`convert_hf_to_gguf.py`, with its
+own `gguf-py`) turns the tiny Hugging Face model into GGUF, cached per model and pin.
+A folder is used only once its `.complete` marker exists, so an interrupted build is redone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from harness.errors import SparkbenchError
+from harness.testbed.envs import MARKER, TESTBED_DIR, cache_root, ensure_model, env_python
+
+SDIST_NAME = "llama-cpp-python"
+SDIST_VERSION = "0.3.36"
+SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+VENDORED = "vendor/llama.cpp"
+# Only the server, statically linked, no web UI, no network code: the test bed needs nothing else.
+CMAKE_FLAGS = (
+    "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_APP=OFF",
+    "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF",
+)
+# The tiny model's byte-level BPE is unknown to the converter's pre-tokenizer table; GPT-2's
+# byte-level split is what its `tokenizers` ByteLevel pre-tokenizer does.
+PRE_TOKENIZER = "gpt-2"
+CONVERTER = TESTBED_DIR / "convert_gguf.py"
+# The test bed serves the tiny model in bf16, and drafts for it with its own q8_0 copy.
+TARGET_OUTTYPE, DRAFT_OUTTYPE = "bf16", "q8_0"
+# What a CUDA build on another machine does not need from the source.
+STRIPPED = ("models", "docs", "media", "tests", "benches", "examples", "pocs", ".github")
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def build_dir() -> Path:
+    key = _short_hash("\n".join([SDIST_SHA256, *CMAKE_FLAGS]))
+    return cache_root() / "llamacpp" / f"llama.cpp-{SDIST_VERSION}-{key}"
+
+
+def server_binary() -> Path:
+    return build_dir() / "bin" / "llama-server"
+
+
+def source_dir() -> Path:
+    return build_dir() / "source"
+
+
+def require_server() -> Path:
+    """The built `llama-server`; a one-line error says how to build it if it is missing."""
+    if not (build_dir() / MARKER).exists():
+        raise SparkbenchError(f"llama-server is not built ({build_dir()}); run `make llamacpp`")
+    return server_binary()
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fetch_sdist() -> Path:
+    """Download the pinned sdist once (through pip, so the configured indexes apply); check its hash."""
+    folder = cache_root() / "downloads"
+    archive = folder / f"{SDIST_NAME.replace('-', '_')}-{SDIST_VERSION}.tar.gz"
+    if not archive.exists():
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                        "--no-binary", ":all:", f"{SDIST_NAME}=={SDIST_VERSION}", "-d", str(folder)], check=True)
+    if _sha256(archive) != SDIST_SHA256:
+        raise SparkbenchError(f"{archive} does not match the pinned sha256 {SDIST_SHA256}; delete it and retry")
+    return archive
+
+
+def extract_vendored(archive: Path, dest: Path) -> None:
+    """Unpack only `vendor/llama.cpp` of the sdist into `dest`."""
+    prefix = f"{archive.name.removesuffix('.tar.gz')}/{VENDORED}/"
+    with tarfile.open(archive) as tar:
+        members = []
+        for member in tar.getmembers():
+            if member.name.startswith(prefix):
+                member.name = member.name[len(prefix):]
+                members.append(member)
+        tar.extractall(dest, members=members, filter="data")
+
+
+def build_server(jobs: int | None = None) -> Path:
+    """Build `llama-server` once (CPU, the server target only); print how long the build took."""
+    folder = build_dir()
+    if (folder / MARKER).exists():
+        return server_binary()
+    shutil.rmtree(folder, ignore_errors=True)
+    archive = fetch_sdist()
+    print(f"building llama-server into {folder} (about 15 minutes on 2 cores, once)", flush=True)
+    extract_vendored(archive, source_dir())
+    work = folder / "cmake-build"
+    started = time.monotonic()
+    subprocess.run(["cmake", "-S", str(source_dir()), "-B", str(work), "-G", "Ninja", *CMAKE_FLAGS], check=True)
+    subprocess.run(["cmake", "--build", str(work), "--target", "llama-server", "-j", str(jobs or os.cpu_count())],
+                   check=True)
+    elapsed = time.monotonic() - started
+    server_binary().parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(work / "bin" / "llama-server", server_binary())
+    shutil.rmtree(work)
+    load = os.getloadavg()[0]
+    print(f"llama-server built in {elapsed:.0f} s with {jobs or os.cpu_count()} jobs (load average {load:.1f})")
+    (folder / MARKER).write_text(f"built in {elapsed:.0f} s, load average {load:.1f}\n")
+    return server_binary()
+
+
+def gguf_path(model_dir: Path, outtype: str) -> Path:
+    return cache_root() / "models" / f"{model_dir.name}-{outtype}-{build_dir().name}.gguf"
+
+
+def convert_to_gguf(model_dir: Path, outtype: str, python: Path | None = None) -> Path:
+    """Convert a Hugging Face model folder to GGUF once, with the pinned source's converter.
+
+    The converter needs torch and transformers: it runs under the SGLang environment's Python
+    (or `python`), through `convert_gguf.py`, which names the BPE pre-tokenizer.
+    """
+    out = gguf_path(model_dir, outtype)
+    if out.exists():
+        return out
+    require_server()
+    partial = out.with_name(out.name + ".partial")
+    subprocess.run([str(python or env_python("sglang")), str(CONVERTER), str(source_dir()), PRE_TOKENIZER,
+                    str(model_dir), "--outfile", str(partial), "--outtype", outtype],
+                   check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    partial.rename(out)
+    return out
+
+
+def pack_source(dest: Path) -> Path:
+    """Write the pinned source without models, docs, tests and examples (about 10 MB), for machines
+    that build llama.cpp themselves and reach no package index."""
+    archive = fetch_sdist()
+    with tempfile.TemporaryDirectory() as tmp:
+        extract_vendored(archive, Path(tmp) / "llama.cpp")
+        for folder in STRIPPED:
+            shutil.rmtree(Path(tmp) / "llama.cpp" / folder, ignore_errors=True)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(dest, "w:gz") as tar:
+            tar.add(Path(tmp) / "llama.cpp", arcname="llama.cpp")
+    return dest
+
+
+def main(argv: list[str]) -> None:
+    """`python -m harness.testbed.llamacpp [pack DEST]`: build the server and the test bed's GGUF
+    models (target bf16, draft q8_0) once; `pack DEST` writes the stripped source archive."""
+    if argv[:1] == ["pack"] and len(argv) == 2:
+        print(pack_source(Path(argv[1])))
+        return
+    if argv:
+        raise SystemExit("usage: python -m harness.testbed.llamacpp [pack DEST]")
+    print(build_server())
+    for outtype in (TARGET_OUTTYPE, DRAFT_OUTTYPE):
+        print(convert_to_gguf(ensure_model(), outtype))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The GPU recipe: llama.cpp built with CUDA from the pinned source, a random Qwen3-MoE converted to
+# GGUF, and sparkbench's synthetic workload against it at concurrency 1 and 32, then a speculative
+# server whose acceptance is set by --spec-synth-len (a known answer for the accept length).
+#
+#   scripts/gpu/h200.sh build    # compile llama-server, make the models (about 6 minutes on an H200)
+#   scripts/gpu/h200.sh bench    # the benchmark runs (build first when its outputs are missing)
+#
+# Run from the repository root. The machine needs no network: the source comes as the stripped
+# archive gpu-carry/llama.cpp-src.tar.gz (`python -m harness.testbed.llamacpp pack
+# gpu-carry/llama.cpp-src.tar.gz`, about 10 MB); python3 must have torch and transformers.
+# Everything is written under gpu-work/ (kept between calls); logs and results go to $OUT
+# (default gpu-work/out). GPU=0 is the dry run on a CPU machine: no CUDA, a 2-layer model,
+# small shapes, same steps.
+set -euo pipefail
+
+GPU=${GPU:-1}
+WORK=${WORK:-$PWD/gpu-work}
+OUT=${OUT:-$WORK/out}
+ARCHIVE=${ARCHIVE:-$PWD/gpu-carry/llama.cpp-src.tar.gz}
+PYTHON=${PYTHON:-python3}
+PORT=${PORT:-18080}
+SYNTH_LEN=${SYNTH_LEN:-3.0}
+DRAFT_MAX=${DRAFT_MAX:-3}
+if [[ $GPU == 1 ]]; then
+  LAYERS=${LAYERS:-24}; IN=${IN:-32768}; OUTTOK=${OUTTOK:-2048}; N1=${N1:-4}; N32=${N32:-32}; C32=${C32:-32}
+  CMAKE_GPU=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90); SERVER_GPU=(-ngl all)
+else
+  LAYERS=${LAYERS:-2}; IN=${IN:-256}; OUTTOK=${OUTTOK:-32}; N1=${N1:-2}; N32=${N32:-4}; C32=${C32:-4}
+  CMAKE_GPU=(); SERVER_GPU=()
+fi
+SRC=$WORK/llama.cpp
+SERVER=$SRC/build/bin/llama-server
+TINY=$WORK/tiny
+DRAFT=$WORK/draft-q8_0.gguf
+MOE_HF=$WORK/moe-hf
+MOE=$WORK/moe-bf16.gguf
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+mkdir -p "$WORK" "$OUT"
+
+stamp() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/timeline.log"; }
+
+convert() {  # HF_DIR OUTFILE OUTTYPE: the pinned converter, with the BPE pre-tokenizer named
+  "$PYTHON" harness/testbed/convert_gguf.py "$SRC" gpt-2 "$1" --outfile "$2.partial" --outtype "$3" \
+    >>"$OUT/convert.log" 2>&1
+  mv "$2.partial" "$2"
+}
+
+start_build() {  # configure now, compile in the background; `wait_build` joins it
+  [[ -x $SERVER ]] && return
+  rm -rf "$SRC" && tar xzf "$ARCHIVE" -C "$WORK"
+  cmake -S "$SRC" -B "$SRC/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF "${CMAKE_GPU[@]}" \
+    >"$OUT/cmake.log" 2>&1
+  stamp "compiling llama-server"
+  ( start=$SECONDS; cmake --build "$SRC/build" --target llama-server -j "$(nproc)" >"$OUT/build.log" 2>&1
+    echo "llama-server compiled in $((SECONDS - start)) s on $(nproc) cores" >>"$OUT/build.log" ) &
+  BUILD_PID=$!
+}
+
+wait_build() {
+  if [[ -n ${BUILD_PID:-} ]]; then
+    wait "$BUILD_PID" || { tail -30 "$OUT/build.log"; exit 1; }
+    stamp "$(tail -1 "$OUT/build.log")"
+  fi
+  [[ -x $SERVER ]] || { echo "no llama-server at $SERVER" >&2; exit 1; }
+}
+
+make_models() {
+  if [[ ! -f $DRAFT ]]; then
+    "$PYTHON" harness/testbed/build_tiny_model.py workloads/data/gsm8k/test.jsonl "$TINY" >"$OUT/tiny.log" 2>&1
+    convert "$TINY" "$DRAFT" q8_0
+    stamp "draft model ready (tiny Llama, q8_0)"
+  fi
+  if [[ ! -f $MOE ]]; then
+    "$PYTHON" scripts/gpu/build_random_moe.py "$TINY" "$MOE_HF" --layers "$LAYERS" \
+      --device "$([[ $GPU == 1 ]] && echo cuda || echo cpu)" 2>&1 | tee "$OUT/moe.log" | tail -1
+    convert "$MOE_HF" "$MOE" bf16
+    rm -rf "$MOE_HF"
+    stamp "MoE ready: $(du -h "$MOE" | cut -f1)"
+  fi
+}
+
+build() {
+  stamp "build stage (GPU=$GPU)"
+  [[ $GPU == 1 ]] && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+  start_build
+  make_models
+  wait_build
+}
+
+serve() {  # LOGNAME ARGS...: start llama-server on the MoE and wait until it is healthy
+  local name=$1; shift
+  "$SERVER" -m "$MOE" --host 127.0.0.1 --port "$PORT" --metrics "${SERVER_GPU[@]}" "$@" \
+    >"$OUT/server-$name.log" 2>&1 &
+  SERVER_PID=$!
+  for _ in $(seq 600); do
+    healthy && { stamp "server $name up"; return; }
+    kill -0 "$SERVER_PID" 2>/dev/null || { tail -30 "$OUT/server-$name.log"; exit 1; }
+    sleep 0.5
+  done
+  echo "server $name never became healthy" >&2; exit 1
+}
+
+healthy() {
+  "$PYTHON" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)" \
+    "http://127.0.0.1:$PORT/health" 2>/dev/null
+}
+
+unserve() { kill "$SERVER_PID"; wait "$SERVER_PID" || true; }
+
+synthetic() {  # LABEL PROMPTS CONCURRENCY: one sparkbench run, with the client's CPU time measured
+  stamp "synthetic $1: $2 prompts of $IN in / $OUTTOK out at concurrency $3"
+  "$PYTHON" scripts/gpu/client_cost.py "$WORK/results/$1" -- \
+    "$PYTHON" -m harness.cli run synthetic --server "http://127.0.0.1:$PORT" --tokenizer "$TINY" \
+    --num-prompts "$2" --concurrency "$3" --input-tokens "$IN" --output-tokens "$OUTTOK" \
+    --results "$WORK/results/$1" --no-progress 2>&1 | tee -a "$OUT/bench.log"
+}
+
+bench() {
+  [[ -x $SERVER && -f $MOE && -f $DRAFT ]] || build
+  rm -rf "$WORK/results"
+  local slot_ctx=$((IN + OUTTOK + 64))
+  serve plain -np "$C32" -c $((slot_ctx * C32))
+  synthetic c1 "$N1" 1
+  synthetic c32 "$N32" "$C32"
+  unserve
+  serve synth -np 1 -c "$slot_ctx" -md "$DRAFT" "${SERVER_GPU[@]/-ngl/-ngld}" --spec-type draft-simple \
+    --spec-draft-n-max "$DRAFT_MAX" --spec-synth-len "$SYNTH_LEN"
+  synthetic "synth$SYNTH_LEN" "$N1" 1
+  unserve
+  for run in "$WORK"/results/*/*/; do "$PYTHON" -m harness.cli summarize "$run" >>"$OUT/summaries.txt" 2>&1; done
+  tar czf "$OUT/results.tar.gz" -C "$WORK" results
+  stamp "bench stage done"
+}
+
+case ${1:-} in
+  build) build ;;
+  bench) bench ;;
+  *) echo "usage: $0 build|bench" >&2; exit 2 ;;
+esac
