@@ -120,6 +120,8 @@ def _absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> None
         result.meta["usage"] = usage  # the last one seen is the final count
     if chunk.get("metrics") is not None:
         result.meta["metrics"] = chunk["metrics"]
+    if chunk.get("timings") is not None:  # llama.cpp's server timings, in its last chunk
+        result.meta["timings"] = chunk["timings"]
     choices = chunk.get("choices") or []
     if not choices:
         return  # the closing usage chunk: it brings no tokens

@@ -15,11 +15,12 @@ import httpx
 Sample = tuple[str, frozenset[tuple[str, str]]]
 
 SPEC_COUNTER_PREFIX = "vllm:spec_decode_"
-# vLLM's counter names (with the `_total` suffix that the text exposition adds), by short name.
-VLLM_SPEC_COUNTERS = {
-    "drafts": "vllm:spec_decode_num_drafts_total",
-    "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
-    "accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
+# The speculative counters by short name, after the engine's prefix (`vllm:`; llama.cpp, which
+# uses the same names, `llamacpp:`), with the `_total` suffix that the text exposition adds.
+SPEC_COUNTERS = {
+    "drafts": "spec_decode_num_drafts_total",
+    "draft_tokens": "spec_decode_num_draft_tokens_total",
+    "accepted_tokens": "spec_decode_num_accepted_tokens_total",
 }
 
 # `name{labels} value [timestamp]`; names may hold colons (vLLM's `vllm:` prefix).
@@ -71,10 +72,11 @@ def metric_total(samples: dict[Sample, float], name: str) -> float:
     return sum(value for (sample_name, _), value in samples.items() if sample_name == name)
 
 
-def spec_decode_counters(text: str) -> dict[str, float]:
-    """vLLM's speculative totals since server start: drafts, draft_tokens, accepted_tokens."""
+def spec_decode_counters(text: str, prefix: str = "vllm:") -> dict[str, float]:
+    """Speculative totals since server start (drafts, draft_tokens, accepted_tokens) of the engine
+    whose metric names start with `prefix`."""
     samples = parse_metrics(text)
-    return {short: metric_total(samples, name) for short, name in VLLM_SPEC_COUNTERS.items()}
+    return {short: metric_total(samples, prefix + name) for short, name in SPEC_COUNTERS.items()}
 
 
 def counter_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:

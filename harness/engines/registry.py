@@ -67,8 +67,17 @@ class Engine:
         snapshot and the profile's launch arguments."""
         return {}
 
+    def launcher(self, program: Path, module: str) -> list[str]:
+        """The start of the server's command line: `program -m module`, where `program` is the
+        engine's test-bed Python (or the Python of the user's install)."""
+        return [str(program), "-m", module]
+
+    def model_args(self, model: Path) -> list[str]:
+        """How its launcher is told what to serve: `model_flag MODEL`."""
+        return [self.model_flag, str(model)]
+
     def launch_args(self, model_dir: Path, served_model_name: str | None = None) -> list[str]:
-        """Launcher arguments of its own after `model_flag DIR --host H --port P`, before the profile's."""
+        """Launcher arguments of its own after `model_args`, `--host H --port P`, before the profile's."""
         return []
 
     def launch_env(self, cache_root: Path) -> dict[str, str]:

@@ -17,12 +17,17 @@ from harness.engines.registry import engine_named
 from harness.errors import SparkbenchError
 from harness.guard.profiles import Profile, load_profile
 from harness.run.server import LaunchSpec, ManagedServer, free_port
+from harness.testbed import llamacpp
 from harness.testbed.envs import MODEL_VARIANTS, TESTBED_DIR, cache_root, ensure_model, env_python
 
 STANDIN_DIR = TESTBED_DIR / "sgl_kernel_cpu"
 DEFAULT_PROFILE = "cpu-testbed"
 LOOPBACK = "127.0.0.1"
 DRAFT_MODEL_FLAG = "--speculative-draft-model-path"  # SGLang's; the only engine with draft_model profiles
+MODEL_DIR_PLACEHOLDER = "{model_dir}"
+# Engines the test bed builds from source instead of installing into an environment: the program
+# that serves, and the model it serves by default, each built once and cached.
+NATIVE_TESTBEDS = {"llamacpp": (llamacpp.require_server, llamacpp.ensure_gguf_model)}
 
 
 @dataclass(frozen=True)
@@ -40,16 +45,19 @@ def launch_spec(profile: Profile, model_dir: Path, port: int, env_python: Path,
                 draft_model_dir: Path | None = None) -> LaunchSpec:
     """The command and environment that start `profile` serving `model_dir` on 127.0.0.1:`port`.
 
-    The engine's adapter names the model flag and its own arguments (vLLM: `--served-model-name`,
-    default: the model folder's name). A profile with a `draft_model` gets `draft_model_dir` as
-    SGLang's draft model path. A profile that needs the CPU kernel stand-in gets `standin_dir`
-    first on PYTHONPATH, so the server imports the stand-in `sgl_kernel` (and its start-up hook)
-    instead of the CUDA-only wheel.
+    The engine's adapter gives the start of the command (`env_python -m MODULE`; llama.cpp: its
+    binary, passed as `env_python`), the model flag and its own arguments (vLLM:
+    `--served-model-name`, default: the model folder's name). `{model_dir}` in a profile argument
+    stands for the model being served (llama.cpp's draft model lives in its GGUF folder). A profile
+    with a `draft_model` gets `draft_model_dir` as SGLang's draft model path. A profile that needs
+    the CPU kernel stand-in gets `standin_dir` first on PYTHONPATH, so the server imports the
+    stand-in `sgl_kernel` (and its start-up hook) instead of the CUDA-only wheel.
     """
     engine = engine_named(profile.engine)
-    argv = [str(env_python), "-m", profile.launch.module, engine.model_flag, str(model_dir), "--host", LOOPBACK,
+    profile_args = [arg.replace(MODEL_DIR_PLACEHOLDER, str(model_dir)) for arg in profile.launch.args]
+    argv = [*engine.launcher(env_python, profile.launch.module), *engine.model_args(model_dir), "--host", LOOPBACK,
             "--port", str(port), *engine.launch_args(model_dir, served_model_name),
-            *_draft_args(profile, draft_model_dir), *profile.launch.args]
+            *_draft_args(profile, draft_model_dir), *profile_args]
     env = dict(profile.launch.env)
     if profile.launch.cpu_kernel_standin:
         env["PYTHONPATH"] = _standin_pythonpath(profile, standin_dir)
@@ -82,11 +90,13 @@ def embedded_server(profile_name: str = DEFAULT_PROFILE, model_dir: Path | None 
     """Start a server from a profile, always stop it. Default model: the profile's test-bed model
     (the tiny one unless it names another); a draft model the profile names is passed along."""
     profile = load_profile(profile_name)
-    model = Path(model_dir) if model_dir else ensure_model(profile.launch.model or "tiny")
+    program, default_model = NATIVE_TESTBEDS.get(
+        profile.engine, (lambda: env_python(profile.engine), lambda: ensure_model(profile.launch.model or "tiny")))
+    model = Path(model_dir) if model_dir else default_model()
     draft = _model_folder(profile.launch.draft_model) if profile.launch.draft_model else None
     port = free_port()
-    spec = launch_spec(profile, model_dir=model, port=port, env_python=env_python(profile.engine),
-                       standin_dir=STANDIN_DIR, draft_model_dir=draft)
+    spec = launch_spec(profile, model_dir=model, port=port, env_python=program(), standin_dir=STANDIN_DIR,
+                       draft_model_dir=draft)
     # The engine's caches go into ours, off the user's home folders; the profile's own settings win.
     spec = replace(spec, env={**engine_named(profile.engine).launch_env(cache_root()), **spec.env})
     base_url = f"http://127.0.0.1:{port}"

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from harness.errors import SparkbenchError
-from harness.testbed.envs import MARKER, TESTBED_DIR, cache_root, ensure_model, env_python
+from harness.testbed.envs import MARKER, TESTBED_DIR, cache_root, ensure_model, env_python, model_dir
 
 SDIST_NAME = "llama-cpp-python"
 SDIST_VERSION = "0.3.36"
@@ -38,7 +38,7 @@ CMAKE_FLAGS = (
 PRE_TOKENIZER = "gpt-2"
 CONVERTER = TESTBED_DIR / "convert_gguf.py"
 # The test bed serves the tiny model in bf16, and drafts for it with its own q8_0 copy.
-TARGET_OUTTYPE, DRAFT_OUTTYPE = "bf16", "q8_0"
+GGUF_FILES = {"model.gguf": "bf16", "draft.gguf": "q8_0"}
 # What a CUDA build on another machine does not need from the source.
 STRIPPED = ("models", "docs", "media", "tests", "benches", "examples", "pocs", ".github")
 
@@ -123,26 +123,41 @@ def build_server(jobs: int | None = None) -> Path:
     return server_binary()
 
 
-def gguf_path(model_dir: Path, outtype: str) -> Path:
-    return cache_root() / "models" / f"{model_dir.name}-{outtype}-{build_dir().name}.gguf"
+def gguf_model_dir() -> Path:
+    """The test bed's GGUF model folder: `model.gguf` (the tiny model, bf16), `draft.gguf` (its
+    q8_0 copy, to draft for it) and the tokenizer files, keyed by the tiny model and the pin."""
+    return cache_root() / "models" / f"{model_dir().name}-gguf-{build_dir().name.removeprefix('llama.cpp-')}"
 
 
-def convert_to_gguf(model_dir: Path, outtype: str, python: Path | None = None) -> Path:
-    """Convert a Hugging Face model folder to GGUF once, with the pinned source's converter.
+def convert_to_gguf(hf_dir: Path, out: Path, outtype: str, python: Path | None = None) -> Path:
+    """Convert a Hugging Face model folder to one GGUF file with the pinned source's converter.
 
     The converter needs torch and transformers: it runs under the SGLang environment's Python
     (or `python`), through `convert_gguf.py`, which names the BPE pre-tokenizer.
     """
-    out = gguf_path(model_dir, outtype)
-    if out.exists():
-        return out
-    require_server()
     partial = out.with_name(out.name + ".partial")
     subprocess.run([str(python or env_python("sglang")), str(CONVERTER), str(source_dir()), PRE_TOKENIZER,
-                    str(model_dir), "--outfile", str(partial), "--outtype", outtype],
+                    str(hf_dir), "--outfile", str(partial), "--outtype", outtype],
                    check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
     partial.rename(out)
     return out
+
+
+def ensure_gguf_model() -> Path:
+    """Build the test bed's GGUF model folder once (needs the built source and the tiny model)."""
+    folder = gguf_model_dir()
+    if (folder / MARKER).exists():
+        return folder
+    require_server()
+    hf_dir = ensure_model()
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    for name, outtype in GGUF_FILES.items():
+        convert_to_gguf(hf_dir, folder / name, outtype)
+    for path in hf_dir.glob("*token*"):  # the tokenizer: synthetic prompts are drawn from it
+        shutil.copy2(path, folder / path.name)
+    (folder / MARKER).write_text("ok\n")
+    return folder
 
 
 def pack_source(dest: Path) -> Path:
@@ -161,15 +176,14 @@ def pack_source(dest: Path) -> Path:
 
 def main(argv: list[str]) -> None:
     """`python -m harness.testbed.llamacpp [pack DEST]`: build the server and the test bed's GGUF
-    models (target bf16, draft q8_0) once; `pack DEST` writes the stripped source archive."""
+    model folder once; `pack DEST` writes the stripped source archive."""
     if argv[:1] == ["pack"] and len(argv) == 2:
         print(pack_source(Path(argv[1])))
         return
     if argv:
         raise SystemExit("usage: python -m harness.testbed.llamacpp [pack DEST]")
     print(build_server())
-    for outtype in (TARGET_OUTTYPE, DRAFT_OUTTYPE):
-        print(convert_to_gguf(ensure_model(), outtype))
+    print(ensure_gguf_model())
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@
 # gpu-carry/llama.cpp-src.tar.gz`, about 10 MB); python3 must have torch and transformers.
 # Everything is written under gpu-work/ (kept between calls); logs and results go to $OUT
 # (default gpu-work/out). GPU=0 is the dry run on a CPU machine: no CUDA, a 2-layer model,
-# small shapes, same steps.
+# small shapes, same steps; PREBUILT=path/to/llama-server skips the compile (configure still runs).
+# PYTHON makes the models (torch, transformers); BENCH_PYTHON (default: PYTHON) runs sparkbench.
 set -euo pipefail
 
 GPU=${GPU:-1}
@@ -19,6 +20,8 @@ WORK=${WORK:-$PWD/gpu-work}
 OUT=${OUT:-$WORK/out}
 ARCHIVE=${ARCHIVE:-$PWD/gpu-carry/llama.cpp-src.tar.gz}
 PYTHON=${PYTHON:-python3}
+BENCH_PYTHON=${BENCH_PYTHON:-$PYTHON}
+PREBUILT=${PREBUILT:-}
 PORT=${PORT:-18080}
 SYNTH_LEN=${SYNTH_LEN:-3.0}
 DRAFT_MAX=${DRAFT_MAX:-3}
@@ -53,6 +56,7 @@ start_build() {  # configure now, compile in the background; `wait_build` joins 
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF "${CMAKE_GPU[@]}" \
     >"$OUT/cmake.log" 2>&1
+  if [[ -n $PREBUILT ]]; then mkdir -p "$(dirname "$SERVER")" && cp "$PREBUILT" "$SERVER"; return; fi
   stamp "compiling llama-server"
   ( start=$SECONDS; cmake --build "$SRC/build" --target llama-server -j "$(nproc)" >"$OUT/build.log" 2>&1
     echo "llama-server compiled in $((SECONDS - start)) s on $(nproc) cores" >>"$OUT/build.log" ) &
@@ -104,7 +108,7 @@ serve() {  # LOGNAME ARGS...: start llama-server on the MoE and wait until it is
 }
 
 healthy() {
-  "$PYTHON" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)" \
+  "$BENCH_PYTHON" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)" \
     "http://127.0.0.1:$PORT/health" 2>/dev/null
 }
 
@@ -112,8 +116,8 @@ unserve() { kill "$SERVER_PID"; wait "$SERVER_PID" || true; }
 
 synthetic() {  # LABEL PROMPTS CONCURRENCY: one sparkbench run, with the client's CPU time measured
   stamp "synthetic $1: $2 prompts of $IN in / $OUTTOK out at concurrency $3"
-  "$PYTHON" scripts/gpu/client_cost.py "$WORK/results/$1" -- \
-    "$PYTHON" -m harness.cli run synthetic --server "http://127.0.0.1:$PORT" --tokenizer "$TINY" \
+  "$BENCH_PYTHON" scripts/gpu/client_cost.py "$WORK/results/$1" -- \
+    "$BENCH_PYTHON" -m harness.cli run synthetic --server "http://127.0.0.1:$PORT" --tokenizer "$TINY" \
     --num-prompts "$2" --concurrency "$3" --input-tokens "$IN" --output-tokens "$OUTTOK" \
     --results "$WORK/results/$1" --no-progress 2>&1 | tee -a "$OUT/bench.log"
 }
@@ -130,7 +134,7 @@ bench() {
     --spec-draft-n-max "$DRAFT_MAX" --spec-synth-len "$SYNTH_LEN"
   synthetic "synth$SYNTH_LEN" "$N1" 1
   unserve
-  for run in "$WORK"/results/*/*/; do "$PYTHON" -m harness.cli summarize "$run" >>"$OUT/summaries.txt" 2>&1; done
+  for run in "$WORK"/results/*/*/; do "$BENCH_PYTHON" -m harness.cli summarize "$run" >>"$OUT/summaries.txt" 2>&1; done
   tar czf "$OUT/results.tar.gz" -C "$WORK" results
   stamp "bench stage done"
 }

@@ -53,6 +53,34 @@ def vllm_ngram_server() -> Iterator[LiveServer]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def llamacpp_server() -> Iterator[LiveServer]:
+    """llama.cpp's llama-server on CPU, plain decoding (the GGUF folder is its model_dir)."""
+    with launched("llamacpp-cpu") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def llamacpp_draft_server() -> Iterator[LiveServer]:
+    """llama.cpp with draft-model speculation: the tiny model's q8_0 copy drafts for it."""
+    with launched("llamacpp-cpu-draft") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def llamacpp_synth_servers() -> Iterator[dict[float, LiveServer]]:
+    """llama.cpp with synthetic acceptance at known mean accept lengths 2.0 and 3.0, by length."""
+    with launched("llamacpp-cpu-synth-2") as two, launched("llamacpp-cpu-synth-3") as three:
+        yield {2.0: two, 3.0: three}
+
+
+@pytest.fixture(scope="session")
+def llamacpp_near_one_server() -> Iterator[LiveServer]:
+    """llama.cpp accepting about one draft in 200 rounds: the canary's negative control."""
+    with launched("llamacpp-cpu-synth-near-one") as server:
+        yield server
+
+
 def sparkbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run the real command line, as a user would."""
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,

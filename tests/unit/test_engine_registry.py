@@ -60,14 +60,14 @@ def routes(paths: dict[str, httpx.Response]) -> httpx.Client:
 
 
 def test_shipped_adapters_in_detection_order():
-    assert list(engines()) == ["sglang", "vllm", "openai"]
-    assert launchable_engines() == ("sglang", "vllm")
+    assert list(engines()) == ["sglang", "llamacpp", "vllm", "openai"]
+    assert launchable_engines() == ("sglang", "llamacpp", "vllm")
     assert engine_named("sglang").native_api == "sglang"
     assert engine_named("vllm").native_api == "openai"
 
 
 def test_unknown_engine_is_one_line_and_unknown_records_read_as_nothing():
-    with pytest.raises(SparkbenchError, match="unknown engine 'tgi'; known engines: sglang, vllm, openai"):
+    with pytest.raises(SparkbenchError, match="unknown engine 'tgi'; known engines: sglang, llamacpp, vllm, openai"):
         engine_named("tgi")
     assert all(math.isnan(v) for v in meta_reader("tgi").server_times_ms({"e2e_latency": 1.0}))
 

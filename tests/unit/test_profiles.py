@@ -22,7 +22,8 @@ from harness.guard.profiles import (
 from harness.run.embedded import launch_spec
 
 LADDER = ("spark-baseline", "spark-humming", "spark-fp8-head", "spark-mtp")
-TESTBED = ("cpu-testbed", "vllm-cpu", "vllm-cpu-ngram", "vllm-cpu-never-accept")
+TESTBED = ("cpu-testbed", "vllm-cpu", "vllm-cpu-ngram", "vllm-cpu-never-accept", "llamacpp-cpu",
+           "llamacpp-cpu-draft", "llamacpp-cpu-synth-2", "llamacpp-cpu-synth-3", "llamacpp-cpu-synth-near-one")
 SGLANG_SPECULATIVE = ("cpu-testbed-standalone", "cpu-testbed-wrong-draft", "cpu-testbed-ngram")
 PYTHON = Path("/envs/engine/bin/python")
 MODEL = Path("/models/tiny-llama")
@@ -49,7 +50,7 @@ def test_every_shipped_profile_loads_under_its_file_name():
     for profile in profiles:
         assert profile.source.stem == profile.name
         assert profile.description, profile.name
-        assert profile.engine in ("sglang", "vllm")
+        assert profile.engine in ("sglang", "vllm", "llamacpp")
 
 
 @pytest.mark.parametrize("name", LADDER + TESTBED + SGLANG_SPECULATIVE)
@@ -143,7 +144,7 @@ def test_unquoted_numbers_in_args_become_text(tmp_path):
 
 @pytest.mark.parametrize("change, message", [
     ({"colour": "blue"}, "unknown keys colour"),
-    ({"engine": "tgi"}, "engine must be one of sglang, vllm, not 'tgi'"),
+    ({"engine": "tgi"}, "engine must be one of sglang, llamacpp, vllm, not 'tgi'"),
     ({"expect": {"lm_head_dtype": "int4"}}, "expect.lm_head_dtype: Input should be 'bf16', 'fp16', 'fp32' or 'fp8'"),
     ({"expect": {"speculative": {"algorithm": "EAGLE", "depth": 3}}}, "expect.speculative: unknown keys depth"),
     ({"expect": {"speculative": None}, "canary": {"min_accept_length": 1.1}}, "a canary needs expect.speculative"),
@@ -235,6 +236,17 @@ def test_vllm_launch_spec_names_the_served_model_and_skips_the_standin():
     assert spec.env == {"VLLM_CPU_KVCACHE_SPACE": "1"}
     named = launch_spec(profile, model_dir=MODEL, port=8000, env_python=PYTHON, served_model_name="tiny")
     assert flag_value(named.argv, "--served-model-name") == "tiny"
+
+
+def test_llamacpp_launch_spec_runs_the_binary_on_the_folders_gguf_and_its_draft():
+    binary, folder = Path("/cache/llamacpp/bin/llama-server"), Path("/cache/models/tiny-gguf")
+    spec = launch_spec(load_profile("llamacpp-cpu-draft"), model_dir=folder, port=8081, env_python=binary)
+    argv = list(spec.argv)
+    assert argv[:7] == [str(binary), "-m", str(folder / "model.gguf"), "--host", "127.0.0.1", "--port", "8081"]
+    assert flag_value(argv, "--spec-draft-model") == str(folder / "draft.gguf")
+    gguf = Path("/elsewhere/big.gguf")  # a single file is served as given
+    assert list(launch_spec(load_profile("llamacpp-cpu"), model_dir=gguf, port=1, env_python=binary).argv)[1:3] == [
+        "-m", str(gguf)]
 
 
 def test_launch_spec_json_argument_survives_as_one_word():

@@ -1,0 +1,240 @@
+"""The llama.cpp adapter: its native `/completion` stream, the `timings` reader, facts from `/props`.
+
+The native stream sends one chunk per token made visible, each with the token's id (`tokens`) and
+the server's running count (`tokens_predicted`); that count stamps the arrivals, so a token whose
+text is empty (a control token, or bytes held back until a UTF-8 character completes: llama.cpp
+then sends no chunk at all, and the next one jumps the count) is still counted. The stream ends
+with a chunk that has `stop: true` and `timings`; there is no `data: [DONE]`.
+
+`timings` (also in the last chunk of llama.cpp's OpenAI routes) holds `prompt_ms` (prompt start to
+the first token), `predicted_ms` (first to last token), `predicted_n`, `cache_n` (prompt tokens
+reused from the cache) and, with speculation, `draft_n` (tokens drafted) and `draft_n_accepted`.
+It does not count rounds, so they are derived: every target decode step after the first token
+emits its accepted drafts plus one token of its own, hence
+    rounds = predicted_n - 1 - draft_n_accepted        (decode steps, drafting or not)
+    accept_length = 1 + draft_n_accepted / rounds = (predicted_n - 1) / rounds.
+This counts steps without a draft too (llama.cpp drafts nothing when one token is left to make),
+where the server's own log and its `/metrics` counter `spec_decode_num_drafts_total` count drafting
+steps only; the run's counter delta is recorded beside it (`accept_length_server_counters`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult
+from harness.engines.meta import NO_SPECULATION, lookup, number, speculation_columns
+from harness.engines.prometheus import spec_decode_counters
+from harness.engines.registry import Engine, register, register_api
+from harness.engines.sse import post_sse
+from harness.spec import Prompt
+
+COMPLETION = "/completion"
+PROPS = "/props"
+SLOTS = "/slots"
+METRICS_PREFIX = "llamacpp:"
+# llama.cpp's `stop_type` -> the OpenAI finish reasons the other clients record.
+FINISH_REASONS = {"limit": "length", "eos": "stop", "word": "stop"}
+# Launch flags that set the speculative configuration, and llama.cpp's default draft length.
+SPEC_TYPE_FLAG = "--spec-type"
+DRAFT_MAX_FLAGS = ("--spec-draft-n-max", "--draft-max", "--draft", "--draft-n")
+DEFAULT_DRAFT_MAX = 3
+MODEL_FILE = "model.gguf"  # in a GGUF model folder (see `model_args`)
+
+
+def request_body(prompt: Prompt) -> dict[str, Any]:
+    """The streaming `/completion` request: every sampler the workload names is explicit, and
+    llama.cpp's own default min-p (0.05) is switched off, which the other engines do not apply."""
+    s = prompt.sampling
+    body: dict[str, Any] = {
+        "prompt": list(prompt.input_ids) if prompt.input_ids is not None else prompt.text,
+        "stream": True, "n_predict": s.max_new_tokens, "temperature": s.temperature, "top_p": s.top_p,
+        "top_k": s.top_k, "min_p": 0.0, "ignore_eos": s.ignore_eos, "stop": list(s.stop),
+        "return_tokens": True,
+    }
+    if s.seed is not None:
+        body["seed"] = s.seed
+    return body
+
+
+def absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> bool:
+    """Fold one chunk into the result, stamping it if the server's count grew; True at the last."""
+    if chunk.get("error") is not None:
+        error = chunk["error"]
+        raise ServerHTTPError(f"server reported an error mid-stream: {str(lookup(error, 'message') or error)[:300]}")
+    result.text += chunk.get("content") or ""
+    ids = chunk.get("tokens") or []
+    result.output_ids.extend(ids)
+    previous = result.chunk_tokens[-1] if result.chunk_tokens else 0
+    count = chunk.get("tokens_predicted")
+    count = previous + len(ids) if count is None else count
+    if count > previous:
+        if result.first_token_ns is None:
+            result.first_token_ns = now
+        result.last_token_ns = now
+        result.chunk_ns.append(now)
+        result.chunk_tokens.append(count)
+    if not chunk.get("stop"):
+        return False
+    result.meta = {key: chunk.get(key) for key in ("timings", "stop_type", "truncated", "tokens_predicted",
+                                                   "tokens_evaluated", "tokens_cached", "id_slot")}
+    result.finish_reason = FINISH_REASONS.get(chunk.get("stop_type"), chunk.get("stop_type"))
+    result.completion_tokens = chunk.get("tokens_predicted")
+    result.prompt_tokens = chunk.get("tokens_evaluated")
+    cached = lookup(chunk, "timings", "cache_n")
+    result.cached_tokens = int(cached) if isinstance(cached, (int, float)) else None
+    return True
+
+
+async def stream(http: httpx.AsyncClient, base_url: str, body: dict[str, Any]) -> StreamResult:
+    """Stream one `/completion` request and return the raw, time-stamped result."""
+    url = base_url + COMPLETION
+    result = StreamResult(sent_unix_s=time.time(), sent_ns=time.perf_counter_ns(), stream_mode="incremental")
+    done = False
+    async for now, payload in post_sse(http, url, body):
+        if not isinstance(payload, dict):
+            raise MalformedStream(f"{url} sent a chunk that is not a JSON object")
+        if absorb_chunk(result, payload, now):
+            done = True
+            result.end_ns = now
+    if not done:
+        raise MalformedStream(f"{url}: stream ended without its final `stop: true` chunk")
+    return result
+
+
+def _get_json(http: httpx.Client, url: str) -> Any:
+    """A JSON answer, or None where the route is off (`--no-slots`) or missing."""
+    resp = http.get(url)
+    if resp.status_code != 200:
+        return None
+    try:
+        return resp.json()
+    except ValueError:
+        return None
+
+
+@register_api("llamacpp")
+class LlamaCppBackend:
+    """llama.cpp's native API: `/completion` for requests; `/props`, `/slots`, `/metrics` for facts."""
+
+    name = "llamacpp"
+
+    def __init__(self, model: str | None = None, chat: bool = False, engine: str = "llamacpp") -> None:
+        self.engine = engine  # `model` and `chat` belong to the OpenAI API; the native one has neither
+
+    async def send(self, http: httpx.AsyncClient, base_url: str, prompt: Prompt) -> StreamResult:
+        return await stream(http, base_url, request_body(prompt))
+
+    def snapshot(self, http: httpx.Client, base_url: str) -> dict[str, Any]:
+        """`/props` (build, model, slots, default sampling) and `/slots`, for the manifest."""
+        props = _get_json(http, base_url + PROPS)
+        if not isinstance(props, dict):
+            raise ServerHTTPError(f"{base_url}{PROPS} did not answer with JSON; is this a llama.cpp server?")
+        return {"props": props, "slots": _get_json(http, base_url + SLOTS)}
+
+    async def flush_prefix_cache(self, http: httpx.AsyncClient, base_url: str) -> str:
+        """Nothing to do: llama.cpp reuses a cached prompt only from its first token on, so prompts
+        whose first tokens differ reuse nothing (each request's `cache_n` says so)."""
+        return "not flushed (prefix reuse starts at the first token; distinct first tokens defeat it)"
+
+    async def counters(self, http: httpx.AsyncClient, base_url: str) -> dict[str, float] | None:
+        """Speculative totals from `/metrics` (drafts, draft_tokens, accepted_tokens); None
+        unless the server runs with `--metrics`."""
+        try:
+            resp = await http.get(f"{base_url}/metrics")
+        except httpx.HTTPError as exc:
+            raise ServerUnreachable(f"{base_url}/metrics stopped answering ({type(exc).__name__})") from exc
+        return spec_decode_counters(resp.text, METRICS_PREFIX) if resp.status_code == 200 else None
+
+
+def llamacpp_server_times_ms(meta: dict[str, Any]) -> tuple[float, float]:
+    """(TTFT, e2e) in ms: `prompt_ms` (prompt processing start to the first token; queueing and the
+    HTTP parse are outside it) and `prompt_ms + predicted_ms` (first token to last)."""
+    prompt_ms = number(lookup(meta, "timings", "prompt_ms"))
+    return prompt_ms, prompt_ms + number(lookup(meta, "timings", "predicted_ms"))
+
+
+def llamacpp_speculation(meta: dict[str, Any]) -> dict[str, float]:
+    """Speculation columns from `timings`; rounds and accept length as the module docstring derives
+    them. `draft_n` appears only once something was drafted."""
+    timings = meta.get("timings")
+    drafted = number(lookup(timings, "draft_n"))
+    if not drafted > 0:
+        return dict(NO_SPECULATION)
+    accepted = number(lookup(timings, "draft_n_accepted"))
+    rounds = number(lookup(timings, "predicted_n")) - 1 - accepted
+    if not rounds > 0:
+        return dict(NO_SPECULATION)
+    return speculation_columns(1 + accepted / rounds, rounds, accepted, drafted, math.nan)
+
+
+def _flag_value(args: Sequence[str], flags: Sequence[str]) -> str | None:
+    """The value given to any of `flags` (`--flag VALUE` or `--flag=VALUE`); the last one wins."""
+    value = None
+    for index, arg in enumerate(args):
+        for flag in flags:
+            if arg == flag and index + 1 < len(args):
+                value = args[index + 1]
+            elif arg.startswith(flag + "="):
+                value = arg.split("=", 1)[1]
+    return value
+
+
+def llamacpp_server_facts(props: dict[str, Any], launch_args: Sequence[str]) -> dict[str, Any]:
+    """Guard facts in SGLang's vocabulary. The algorithm is what the server says it runs
+    (`/props` default params `speculative.types`, "none" without speculation); the draft length
+    comes from the launch flags (default 3), the verification window being drafts + 1."""
+    params = lookup(props, "default_generation_settings", "params") or {}
+    types = params.get("speculative.types")
+    speculating = isinstance(types, str) and types not in ("", "none")
+    drafts = int(_flag_value(launch_args, DRAFT_MAX_FLAGS) or DEFAULT_DRAFT_MAX) if speculating else None
+    return {"speculative_algorithm": types if speculating else None, "speculative_num_steps": drafts,
+            "speculative_num_draft_tokens": None if drafts is None else drafts + 1,
+            "speculative_eagle_topk": None, "version": props.get("build_info"),
+            "quantization": props.get("model_ftype"), "model_path": props.get("model_path"),
+            "total_slots": props.get("total_slots")}
+
+
+@register
+class LlamaCppEngine(Engine):
+    """llama.cpp's `llama-server`: a native binary serving a GGUF file."""
+
+    name = "llamacpp"
+    native_api = "llamacpp"
+    model_flag = "-m"
+    detect_order = 40  # its /props is its own; it serves /v1/models too, as every OpenAI server does
+
+    def detect(self, http: httpx.Client, base_url: str) -> bool:
+        """llama.cpp answers `GET /props` with its build and default generation settings."""
+        props = _get_json(http, base_url + PROPS)
+        return isinstance(props, dict) and "default_generation_settings" in props and "build_info" in props
+
+    def server_times_ms(self, meta: dict[str, Any]) -> tuple[float, float]:
+        return llamacpp_server_times_ms(meta)
+
+    def speculation(self, meta: dict[str, Any], completion_tokens: float) -> dict[str, float]:
+        return llamacpp_speculation(meta)
+
+    def engine_steps(self, meta: dict[str, Any]) -> float:
+        """With speculation: the prompt step (which makes the first token) plus the decode rounds."""
+        rounds = self.speculation(meta, math.nan)["verify_rounds"]
+        return rounds + 1 if rounds > 0 else math.nan
+
+    def server_facts(self, snapshot: dict[str, Any], launch_args: tuple[str, ...]) -> dict[str, Any]:
+        return llamacpp_server_facts(snapshot.get("props") or {}, launch_args)
+
+    def launcher(self, program: Path, module: str) -> list[str]:
+        """The server is the built binary itself; the profile's `module` names it (`llama-server`)."""
+        return [str(program)]
+
+    def model_args(self, model: Path) -> list[str]:
+        """`-m FILE`: a `.gguf` file as given, else a GGUF model folder's `model.gguf` (the test
+        bed's folder also holds `draft.gguf` and the tokenizer that synthetic prompts are drawn from)."""
+        model = Path(model)
+        return [self.model_flag, str(model if model.suffix == ".gguf" else model / MODEL_FILE)]
