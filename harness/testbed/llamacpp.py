@@ -143,8 +143,9 @@ def convert_to_gguf(hf_dir: Path, out: Path, outtype: str, python: Path | None =
     return out
 
 
-def ensure_gguf_model() -> Path:
-    """Build the test bed's GGUF model folder once (needs the built source and the tiny model)."""
+def ensure_gguf_model(python: Path | None = None) -> Path:
+    """Build the test bed's GGUF model folder once (needs the built source and the tiny model);
+    `python` runs the converter (default: the SGLang environment's)."""
     folder = gguf_model_dir()
     if (folder / MARKER).exists():
         return folder
@@ -153,7 +154,7 @@ def ensure_gguf_model() -> Path:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     for name, outtype in GGUF_FILES.items():
-        convert_to_gguf(hf_dir, folder / name, outtype)
+        convert_to_gguf(hf_dir, folder / name, outtype, python)
     for path in hf_dir.glob("*token*"):  # the tokenizer: synthetic prompts are drawn from it
         shutil.copy2(path, folder / path.name)
     (folder / MARKER).write_text("ok\n")

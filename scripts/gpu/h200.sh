@@ -4,14 +4,15 @@
 # server whose acceptance is set by --spec-synth-len (a known answer for the accept length).
 #
 #   scripts/gpu/h200.sh build    # compile llama-server, make the models (about 6 minutes on an H200)
+#   scripts/gpu/h200.sh testbed  # the llama.cpp end-to-end tests and fixture recording on this build
 #   scripts/gpu/h200.sh bench    # the benchmark runs (build first when its outputs are missing)
 #
 # Run from the repository root. The machine needs no network: the source comes as the stripped
 # archive gpu-carry/llama.cpp-src.tar.gz (`python -m harness.testbed.llamacpp pack
 # gpu-carry/llama.cpp-src.tar.gz`, about 10 MB); python3 must have torch and transformers.
-# Everything is written under gpu-work/ (kept between calls); logs and results go to $OUT
-# (default gpu-work/out). GPU=0 is the dry run on a CPU machine: no CUDA, a 2-layer model,
-# small shapes, same steps; PREBUILT=path/to/llama-server skips the compile (configure still runs).
+# Everything is written under gpu-work/ (kept between calls); the logs (as logs-STAGE.tar.gz), the
+# recorded fixtures and the results (as tar.gz) go to $OUT (default gpu-work/out). GPU=0 is the
+# dry run on a CPU machine: no CUDA, a 2-layer model, small shapes, same steps; PREBUILT=path/to/llama-server skips the compile (configure still runs).
 # PYTHON makes the models (torch, transformers); BENCH_PYTHON (default: PYTHON) runs sparkbench.
 set -euo pipefail
 
@@ -25,6 +26,7 @@ PREBUILT=${PREBUILT:-}
 PORT=${PORT:-18080}
 SYNTH_LEN=${SYNTH_LEN:-3.0}
 DRAFT_MAX=${DRAFT_MAX:-3}
+FIXTURE_TAG=${FIXTURE_TAG:-$([[ $GPU == 1 ]] && echo cuda || echo cpu)}
 if [[ $GPU == 1 ]]; then
   LAYERS=${LAYERS:-24}; IN=${IN:-32768}; OUTTOK=${OUTTOK:-2048}; N1=${N1:-4}; N32=${N32:-32}; C32=${C32:-32}
   CMAKE_GPU=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90); SERVER_GPU=(-ngl all)
@@ -39,13 +41,16 @@ DRAFT=$WORK/draft-q8_0.gguf
 MOE_HF=$WORK/moe-hf
 MOE=$WORK/moe-bf16.gguf
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-mkdir -p "$WORK" "$OUT"
+LOGS=$WORK/logs
+mkdir -p "$WORK" "$OUT" "$LOGS"
+# Whatever ends the stage, its logs come back as one archive (the device returns few files).
+trap 'tar czf "$OUT/logs-${1:-none}.tar.gz" -C "$WORK" logs' EXIT
 
-stamp() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/timeline.log"; }
+stamp() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$LOGS/timeline.log"; }
 
 convert() {  # HF_DIR OUTFILE OUTTYPE: the pinned converter, with the BPE pre-tokenizer named
   "$PYTHON" harness/testbed/convert_gguf.py "$SRC" gpt-2 "$1" --outfile "$2.partial" --outtype "$3" \
-    >>"$OUT/convert.log" 2>&1
+    >>"$LOGS/convert.log" 2>&1
   mv "$2.partial" "$2"
 }
 
@@ -55,31 +60,31 @@ start_build() {  # configure now, compile in the background; `wait_build` joins 
   cmake -S "$SRC" -B "$SRC/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF "${CMAKE_GPU[@]}" \
-    >"$OUT/cmake.log" 2>&1
+    >"$LOGS/cmake.log" 2>&1
   if [[ -n $PREBUILT ]]; then mkdir -p "$(dirname "$SERVER")" && cp "$PREBUILT" "$SERVER"; return; fi
   stamp "compiling llama-server"
-  ( start=$SECONDS; cmake --build "$SRC/build" --target llama-server -j "$(nproc)" >"$OUT/build.log" 2>&1
-    echo "llama-server compiled in $((SECONDS - start)) s on $(nproc) cores" >>"$OUT/build.log" ) &
+  ( start=$SECONDS; cmake --build "$SRC/build" --target llama-server -j "$(nproc)" >"$LOGS/build.log" 2>&1
+    echo "llama-server compiled in $((SECONDS - start)) s on $(nproc) cores" >>"$LOGS/build.log" ) &
   BUILD_PID=$!
 }
 
 wait_build() {
   if [[ -n ${BUILD_PID:-} ]]; then
-    wait "$BUILD_PID" || { tail -30 "$OUT/build.log"; exit 1; }
-    stamp "$(tail -1 "$OUT/build.log")"
+    wait "$BUILD_PID" || { tail -30 "$LOGS/build.log"; exit 1; }
+    stamp "$(tail -1 "$LOGS/build.log")"
   fi
   [[ -x $SERVER ]] || { echo "no llama-server at $SERVER" >&2; exit 1; }
 }
 
 make_models() {
   if [[ ! -f $DRAFT ]]; then
-    "$PYTHON" harness/testbed/build_tiny_model.py workloads/data/gsm8k/test.jsonl "$TINY" >"$OUT/tiny.log" 2>&1
+    "$PYTHON" harness/testbed/build_tiny_model.py workloads/data/gsm8k/test.jsonl "$TINY" >"$LOGS/tiny.log" 2>&1
     convert "$TINY" "$DRAFT" q8_0
     stamp "draft model ready (tiny Llama, q8_0)"
   fi
   if [[ ! -f $MOE ]]; then
     "$PYTHON" scripts/gpu/build_random_moe.py "$TINY" "$MOE_HF" --layers "$LAYERS" \
-      --device "$([[ $GPU == 1 ]] && echo cuda || echo cpu)" 2>&1 | tee "$OUT/moe.log" | tail -1
+      --device "$([[ $GPU == 1 ]] && echo cuda || echo cpu)" 2>&1 | tee "$LOGS/moe.log" | tail -1
     convert "$MOE_HF" "$MOE" bf16
     rm -rf "$MOE_HF"
     stamp "MoE ready: $(du -h "$MOE" | cut -f1)"
@@ -88,20 +93,21 @@ make_models() {
 
 build() {
   stamp "build stage (GPU=$GPU)"
-  [[ $GPU == 1 ]] && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+  [[ $GPU == 1 ]] && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOGS/gpu.txt"
   start_build
-  make_models
+  make_models &  # in its own process, so that set -e stops it at a failure and the compile goes on
+  wait $! || stamp "making the models failed: see the logs"
   wait_build
 }
 
 serve() {  # LOGNAME ARGS...: start llama-server on the MoE and wait until it is healthy
   local name=$1; shift
   "$SERVER" -m "$MOE" --host 127.0.0.1 --port "$PORT" --metrics "${SERVER_GPU[@]}" "$@" \
-    >"$OUT/server-$name.log" 2>&1 &
+    >"$LOGS/server-$name.log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 600); do
     healthy && { stamp "server $name up"; return; }
-    kill -0 "$SERVER_PID" 2>/dev/null || { tail -30 "$OUT/server-$name.log"; exit 1; }
+    kill -0 "$SERVER_PID" 2>/dev/null || { tail -30 "$LOGS/server-$name.log"; exit 1; }
     sleep 0.5
   done
   echo "server $name never became healthy" >&2; exit 1
@@ -119,7 +125,7 @@ synthetic() {  # LABEL PROMPTS CONCURRENCY: one sparkbench run, with the client'
   "$BENCH_PYTHON" scripts/gpu/client_cost.py "$WORK/results/$1" -- \
     "$BENCH_PYTHON" -m harness.cli run synthetic --server "http://127.0.0.1:$PORT" --tokenizer "$TINY" \
     --num-prompts "$2" --concurrency "$3" --input-tokens "$IN" --output-tokens "$OUTTOK" \
-    --results "$WORK/results/$1" --no-progress 2>&1 | tee -a "$OUT/bench.log"
+    --results "$WORK/results/$1" --no-progress 2>&1 | tee -a "$LOGS/bench.log"
 }
 
 bench() {
@@ -134,13 +140,23 @@ bench() {
     --spec-draft-n-max "$DRAFT_MAX" --spec-synth-len "$SYNTH_LEN"
   synthetic "synth$SYNTH_LEN" "$N1" 1
   unserve
-  for run in "$WORK"/results/*/*/; do "$BENCH_PYTHON" -m harness.cli summarize "$run" >>"$OUT/summaries.txt" 2>&1; done
+  for run in "$WORK"/results/*/*/; do "$BENCH_PYTHON" -m harness.cli summarize "$run" >>"$LOGS/summaries.txt" 2>&1; done
   tar czf "$OUT/results.tar.gz" -C "$WORK" results
   stamp "bench stage done"
 }
 
+testbed() {  # the tests' own servers from this build (GPU-offloaded by default), in a cache of ours
+  export SPARKBENCH_CACHE=$WORK/cache
+  "$PYTHON" scripts/gpu/install_testbed.py "$SERVER" "$SRC" >"$LOGS/testbed.log" 2>&1
+  "$BENCH_PYTHON" scripts/record_llamacpp_fixtures.py "$WORK/fixtures" "$FIXTURE_TAG" >>"$LOGS/testbed.log" 2>&1
+  tar czf "$OUT/fixtures.tar.gz" -C "$WORK" fixtures
+  stamp "end-to-end tests (tests/e2e/test_llamacpp.py)"
+  "$BENCH_PYTHON" -m pytest tests/e2e/test_llamacpp.py -q -x -p no:cacheprovider 2>&1 | tail -25 | tee "$LOGS/e2e.log"
+}
+
 case ${1:-} in
   build) build ;;
+  testbed) testbed ;;
   bench) bench ;;
-  *) echo "usage: $0 build|bench" >&2; exit 2 ;;
+  *) echo "usage: $0 build|testbed|bench" >&2; exit 2 ;;
 esac
