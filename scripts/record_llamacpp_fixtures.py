@@ -4,7 +4,7 @@
 
 Starts the test bed's `llamacpp-cpu` and `llamacpp-cpu-draft` profiles in turn and saves, from
 each fresh server: the raw `/completion` stream of one greedy 32-token request on the prompt ids
-5, 6, 7, and `GET /props`; from the draft server also `GET /metrics`. Files are named
+5, 6, 7, then `GET /props` and `GET /slots`; from the draft server also `GET /metrics`. Files are named
 `llamacpp_<pin>_<TAG>_*` (TAG says where they were recorded, e.g. cpu).
 """
 
@@ -28,8 +28,9 @@ def record(profile: str, label: str, prefix: Path, with_metrics: bool) -> None:
             with http.stream("POST", server.base_url + "/completion", json=REQUEST) as resp:
                 body = resp.read()
             (prefix.parent / f"{prefix.name}completion_{label}.sse").write_bytes(body)
-            props = http.get(server.base_url + "/props").text
-            (prefix.parent / f"{prefix.name}props{'' if label == 'plain' else '_' + label}.json").write_text(props)
+            for route in ("props", "slots"):
+                answer = http.get(f"{server.base_url}/{route}").text
+                (prefix.parent / f"{prefix.name}{route}_{label}.json").write_text(answer)
             if with_metrics:
                 (prefix.parent / f"{prefix.name}metrics_{label}.prom").write_text(http.get(server.base_url + "/metrics").text)
 

@@ -41,10 +41,13 @@ SLOTS = "/slots"
 METRICS_PREFIX = "llamacpp:"
 # llama.cpp's `stop_type` -> the OpenAI finish reasons the other clients record.
 FINISH_REASONS = {"limit": "length", "eos": "stop", "word": "stop"}
-# Launch flags that set the speculative configuration, and llama.cpp's default draft length.
+# Launch flags that set the speculative configuration, llama.cpp's default draft length, and the
+# guard facts they fill.
 SPEC_TYPE_FLAG = "--spec-type"
 DRAFT_MAX_FLAGS = ("--spec-draft-n-max", "--draft-max", "--draft", "--draft-n")
 DEFAULT_DRAFT_MAX = 3
+SPECULATIVE_FACT_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_num_draft_tokens",
+                         "speculative_eagle_topk")
 MODEL_FILE = "model.gguf"  # in a GGUF model folder (see `model_args`)
 
 
@@ -186,19 +189,24 @@ def _flag_value(args: Sequence[str], flags: Sequence[str]) -> str | None:
     return value
 
 
-def llamacpp_server_facts(props: dict[str, Any], launch_args: Sequence[str]) -> dict[str, Any]:
-    """Guard facts in SGLang's vocabulary. The algorithm is what the server says it runs
-    (`/props` default params `speculative.types`, "none" without speculation); the draft length
-    comes from the launch flags (default 3), the verification window being drafts + 1."""
-    params = lookup(props, "default_generation_settings", "params") or {}
-    types = params.get("speculative.types")
-    speculating = isinstance(types, str) and types not in ("", "none")
-    drafts = int(_flag_value(launch_args, DRAFT_MAX_FLAGS) or DEFAULT_DRAFT_MAX) if speculating else None
-    return {"speculative_algorithm": types if speculating else None, "speculative_num_steps": drafts,
-            "speculative_num_draft_tokens": None if drafts is None else drafts + 1,
-            "speculative_eagle_topk": None, "version": props.get("build_info"),
-            "quantization": props.get("model_ftype"), "model_path": props.get("model_path"),
-            "total_slots": props.get("total_slots")}
+def llamacpp_server_facts(props: dict[str, Any], slots: Any, launch_args: Sequence[str]) -> dict[str, Any]:
+    """Guard facts in SGLang's vocabulary.
+
+    Whether the server speculates is its own word: each `/slots` entry says `speculative`
+    (`/props` does not tell). The algorithm (`--spec-type`) and the draft length (`--spec-draft-n-max`,
+    default 3; the verification window is drafts + 1) come from the launch flags. Without `/slots`
+    (`--no-slots`) the speculative facts are left out, so checks of them fail: silence is not agreement.
+    """
+    facts: dict[str, Any] = {"version": props.get("build_info"), "quantization": props.get("model_ftype"),
+                             "model_path": props.get("model_path"), "total_slots": props.get("total_slots")}
+    if not isinstance(slots, list) or not slots:
+        return facts
+    if not any(isinstance(slot, dict) and slot.get("speculative") for slot in slots):
+        return {**facts, **dict.fromkeys(SPECULATIVE_FACT_KEYS)}
+    drafts = int(_flag_value(launch_args, DRAFT_MAX_FLAGS) or DEFAULT_DRAFT_MAX)
+    return {**facts, "speculative_algorithm": _flag_value(launch_args, (SPEC_TYPE_FLAG,)) or "draft",
+            "speculative_num_steps": drafts, "speculative_num_draft_tokens": drafts + 1,
+            "speculative_eagle_topk": None}
 
 
 @register
@@ -227,7 +235,7 @@ class LlamaCppEngine(Engine):
         return rounds + 1 if rounds > 0 else math.nan
 
     def server_facts(self, snapshot: dict[str, Any], launch_args: tuple[str, ...]) -> dict[str, Any]:
-        return llamacpp_server_facts(snapshot.get("props") or {}, launch_args)
+        return llamacpp_server_facts(snapshot.get("props") or {}, snapshot.get("slots"), launch_args)
 
     def launcher(self, program: Path, module: str) -> list[str]:
         """The server is the built binary itself; the profile's `module` names it (`llama-server`)."""

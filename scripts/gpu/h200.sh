@@ -44,7 +44,8 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 LOGS=$WORK/logs
 mkdir -p "$WORK" "$OUT" "$LOGS"
 # Whatever ends the stage, its logs come back as one archive (the device returns few files).
-trap 'tar czf "$OUT/logs-${1:-none}.tar.gz" -C "$WORK" logs' EXIT
+STAGE=${1:-none}
+trap 'tar czf "$OUT/logs-$STAGE.tar.gz" -C "$WORK" logs' EXIT
 
 stamp() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$LOGS/timeline.log"; }
 

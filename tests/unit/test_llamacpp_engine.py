@@ -1,10 +1,13 @@
 """The llama.cpp adapter on recorded llama-server streams and answers, through httpx.MockTransport.
 
-Fixtures `tests/fixtures/llamacpp_0.3.36_cpu_*` are real bodies from llama-server (llama.cpp as
-vendored in llama-cpp-python 0.3.36, CPU build) serving the test bed's tiny model greedily:
-- completion_plain.sse: `/completion`, token-id prompt, 32 tokens, no speculation;
-- completion_draft.sse: the same with the q8_0 draft model (`--spec-type draft-simple`, 3 drafts);
-- props.json, props_draft.json: `GET /props` of those two servers; metrics_draft.prom: `GET /metrics`.
+Fixtures `tests/fixtures/llamacpp_0.3.36_cuda_*` are real bodies from llama-server (llama.cpp as
+vendored in llama-cpp-python 0.3.36, built with CUDA on an H200 by scripts/gpu/h200.sh, which records
+them with scripts/record_llamacpp_fixtures.py) serving the test bed's tiny model greedily:
+- completion_plain.sse: `/completion`, prompt ids 5, 6, 7, 32 tokens, no speculation;
+- completion_draft.sse: the same with the q8_0 draft model (`--spec-type draft-simple`, 3 drafts):
+  23 drafted, 23 accepted, in 8 drafting rounds by the server's own counter;
+- props_plain.json, props_draft.json: `GET /props` of those two servers (neither says whether the
+  server speculates); metrics_draft.prom: `GET /metrics` after the draft request.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ ENGINE = engine_named("llamacpp")
 
 
 def fixture_text(name: str) -> str:
-    return (FIXTURES / f"llamacpp_0.3.36_cpu_{name}").read_text(encoding="utf-8")
+    return (FIXTURES / f"llamacpp_0.3.36_cuda_{name}").read_text(encoding="utf-8")
 
 
 def chunks_of(body: str) -> list[dict[str, Any]]:
@@ -112,6 +115,7 @@ def test_speculation_rounds_are_the_decode_steps_after_the_first_token():
     spec = ENGINE.speculation(result.meta, float(result.completion_tokens))
     accepted = timings["draft_n_accepted"]
     assert spec["verify_rounds"] == timings["predicted_n"] - 1 - accepted
+    assert spec["verify_rounds"] == 8  # the server's own count of drafting rounds for this request
     assert spec["accept_length"] == pytest.approx(1 + accepted / spec["verify_rounds"])
     assert spec["accept_rate"] == pytest.approx(accepted / timings["draft_n"])
     assert ENGINE.engine_steps(result.meta) == spec["verify_rounds"] + 1
@@ -142,7 +146,7 @@ def routes(paths: dict[str, httpx.Response]) -> httpx.Client:
 
 
 def test_detected_by_its_props_before_the_generic_openai_server():
-    props = json.loads(fixture_text("props.json"))
+    props = json.loads(fixture_text("props_plain.json"))
     models = httpx.Response(200, json={"data": [{"id": "m", "owned_by": "llamacpp"}]})
     with routes({"/props": httpx.Response(200, json=props), "/v1/models": models}) as http:
         assert detect(http, BASE).name == "llamacpp"
@@ -156,16 +160,28 @@ def test_auto_backend_speaks_the_native_api(monkeypatch):
     assert (client.name, client.engine) == ("llamacpp", "llamacpp")
 
 
+SLOT_SPECULATING, SLOT_PLAIN = {"id": 0, "speculative": True}, {"id": 0, "speculative": False}
+
+
 def test_guard_facts_say_what_the_server_runs():
-    plain = llamacpp_server_facts(json.loads(fixture_text("props.json")), ())
+    props = json.loads(fixture_text("props_draft.json"))
+    plain = llamacpp_server_facts(json.loads(fixture_text("props_plain.json")), [SLOT_PLAIN], ())
     assert (plain["speculative_algorithm"], plain["speculative_num_steps"]) == (None, None)
-    draft = llamacpp_server_facts(json.loads(fixture_text("props_draft.json")),
-                                  ("--spec-type", "draft-simple", "--spec-draft-n-max", "5"))
+    assert plain["quantization"] == "BF16" and plain["model_path"].endswith("model.gguf")
+    draft = llamacpp_server_facts(props, [SLOT_SPECULATING], ("--spec-type", "draft-simple", "--spec-draft-n-max", "5"))
     assert (draft["speculative_algorithm"], draft["speculative_num_steps"],
             draft["speculative_num_draft_tokens"]) == ("draft-simple", 5, 6)
-    assert draft["version"] and draft["model_path"].endswith(".gguf")
-    default = llamacpp_server_facts(json.loads(fixture_text("props_draft.json")), ())
-    assert default["speculative_num_steps"] == 3  # llama.cpp's default draft length
+    assert llamacpp_server_facts(props, [SLOT_SPECULATING], ())["speculative_num_steps"] == 3  # the default
+
+
+def test_without_slots_the_speculative_facts_are_not_reported():
+    facts = llamacpp_server_facts(json.loads(fixture_text("props_draft.json")), None, ("--spec-type", "draft-simple"))
+    assert "speculative_algorithm" not in facts  # the guard then fails the check: silence is not agreement
+
+
+def test_a_server_that_says_it_does_not_speculate_is_believed_over_its_flags():
+    facts = llamacpp_server_facts({}, [SLOT_PLAIN], ("--spec-type", "draft-simple"))
+    assert facts["speculative_algorithm"] is None and facts["speculative_num_draft_tokens"] is None
 
 
 def test_counters_read_llamacpps_speculative_totals():
@@ -177,4 +193,4 @@ def test_counters_read_llamacpps_speculative_totals():
             return await LlamaCppBackend().counters(http, BASE)
     counters = asyncio.run(go())
     assert set(counters) == {"drafts", "draft_tokens", "accepted_tokens"}
-    assert counters["drafts"] > 0 and counters["draft_tokens"] >= counters["accepted_tokens"]
+    assert counters == {"drafts": 8.0, "draft_tokens": 23.0, "accepted_tokens": 23.0}
