@@ -9,11 +9,13 @@
 #
 # Run from the repository root. The machine needs no network: the source comes as the stripped
 # archive gpu-carry/llama.cpp-src.tar.gz (`python -m harness.testbed.llamacpp pack
-# gpu-carry/llama.cpp-src.tar.gz`, about 10 MB); python3 must have torch and transformers.
+# gpu-carry/llama.cpp-src.tar.gz`, about 10 MB); python3 must have torch and transformers, and
+# gets the packages it lacks from gpu-carry/wheels (pip download, see docs/gpu-h200.md).
 # Everything is written under gpu-work/ (kept between calls); the logs (as logs-STAGE.tar.gz), the
 # recorded fixtures and the results (as tar.gz) go to $OUT (default gpu-work/out). GPU=0 is the
 # dry run on a CPU machine: no CUDA, a 2-layer model, small shapes, same steps; PREBUILT=path/to/llama-server skips the compile (configure still runs).
 # PYTHON makes the models (torch, transformers); BENCH_PYTHON (default: PYTHON) runs sparkbench.
+# NO_MOE=1 builds without the MoE (enough for the testbed stage).
 set -euo pipefail
 
 GPU=${GPU:-1}
@@ -40,9 +42,16 @@ TINY=$WORK/tiny
 DRAFT=$WORK/draft-q8_0.gguf
 MOE_HF=$WORK/moe-hf
 MOE=$WORK/moe-bf16.gguf
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+SITE=$WORK/site
+export PYTHONPATH=$PWD:$SITE PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 LOGS=$WORK/logs
 mkdir -p "$WORK" "$OUT" "$LOGS"
+# Python packages sparkbench needs that the machine's image lacks (pydantic and its own needs)
+# travel as wheels in gpu-carry/wheels and are unpacked into $SITE, which is on PYTHONPATH.
+if compgen -G "$PWD/gpu-carry/wheels/*.whl" >/dev/null; then
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
+    "$PWD"/gpu-carry/wheels/*.whl
+fi
 # Whatever ends the stage, its logs come back as one archive (the device returns few files).
 STAGE=${1:-none}
 trap 'tar czf "$OUT/logs-$STAGE.tar.gz" -C "$WORK" logs' EXIT
@@ -83,7 +92,7 @@ make_models() {
     convert "$TINY" "$DRAFT" q8_0
     stamp "draft model ready (tiny Llama, q8_0)"
   fi
-  if [[ ! -f $MOE ]]; then
+  if [[ ! -f $MOE && -z ${NO_MOE:-} ]]; then
     "$PYTHON" scripts/gpu/build_random_moe.py "$TINY" "$MOE_HF" --layers "$LAYERS" \
       --device "$([[ $GPU == 1 ]] && echo cuda || echo cpu)" 2>&1 | tee "$LOGS/moe.log" | tail -1
     convert "$MOE_HF" "$MOE" bf16
