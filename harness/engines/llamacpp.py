@@ -4,7 +4,7 @@ The native stream sends one chunk per token made visible, each with the token's 
 the server's running count (`tokens_predicted`); that count stamps the arrivals, so a token whose
 text is empty (a control token, or bytes held back until a UTF-8 character completes: llama.cpp
 then sends no chunk at all, and the next one jumps the count) is still counted. The stream ends
-with a chunk that has `stop: true` and `timings`; there is no `data: [DONE]`.
+with a chunk that has `stop: true` and `timings`; there is no `data: [DONE]`, so that chunk ends it.
 
 `timings` (also in the last chunk of llama.cpp's OpenAI routes) holds `prompt_ms` (prompt start to
 the first token), `predicted_ms` (first to last token), `predicted_n`, `cache_n` (prompt tokens
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,8 @@ from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreach
 from harness.engines.meta import NO_SPECULATION, lookup, number, speculation_columns
 from harness.engines.prometheus import spec_decode_counters
 from harness.engines.registry import Engine, register, register_api
-from harness.engines.sse import post_sse
+from harness.engines.sse import DONE, post_sse
+from harness.engines.stream import NO_DEADLINES, Deadlines, collect
 from harness.spec import Prompt
 
 COMPLETION = "/completion"
@@ -66,8 +67,11 @@ def request_body(prompt: Prompt) -> dict[str, Any]:
     return body
 
 
-def absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> bool:
-    """Fold one chunk into the result, stamping it if the server's count grew; True at the last."""
+def absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> None:
+    """Fold one chunk into the result, stamping it if the server's count grew; the last chunk
+    (`stop: true`) brings the counts, the finish reason and `timings`."""
+    if not isinstance(chunk, dict):
+        raise MalformedStream("llama.cpp sent a chunk that is not a JSON object")
     if chunk.get("error") is not None:
         error = chunk["error"]
         raise ServerHTTPError(f"server reported an error mid-stream: {str(lookup(error, 'message') or error)[:300]}")
@@ -83,8 +87,11 @@ def absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> bool:
         result.last_token_ns = now
         result.chunk_ns.append(now)
         result.chunk_tokens.append(count)
-    if not chunk.get("stop"):
-        return False
+    if chunk.get("stop"):
+        _take_final(result, chunk)
+
+
+def _take_final(result: StreamResult, chunk: dict[str, Any]) -> None:
     result.meta = {key: chunk.get(key) for key in ("timings", "stop_type", "truncated", "tokens_predicted",
                                                    "tokens_evaluated", "tokens_cached", "id_slot")}
     result.finish_reason = FINISH_REASONS.get(chunk.get("stop_type"), chunk.get("stop_type"))
@@ -92,23 +99,25 @@ def absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> bool:
     result.prompt_tokens = chunk.get("tokens_evaluated")
     cached = lookup(chunk, "timings", "cache_n")
     result.cached_tokens = int(cached) if isinstance(cached, (int, float)) else None
-    return True
 
 
-async def stream(http: httpx.AsyncClient, base_url: str, body: dict[str, Any]) -> StreamResult:
-    """Stream one `/completion` request and return the raw, time-stamped result."""
+async def events(http: httpx.AsyncClient, url: str, body: dict[str, Any]) -> AsyncIterator[tuple[int, Any]]:
+    """The stream's chunks, then DONE right after the `stop: true` chunk: llama.cpp's native stream
+    sends no `data: [DONE]`, its last chunk is the end."""
+    async for now, payload in post_sse(http, url, body):
+        yield now, payload
+        if isinstance(payload, dict) and payload.get("stop"):
+            yield now, DONE
+            return
+
+
+async def stream(http: httpx.AsyncClient, base_url: str, body: dict[str, Any],
+                 deadlines: Deadlines = NO_DEADLINES) -> StreamResult:
+    """Stream one `/completion` request and return the raw, time-stamped result (a failure is
+    recorded on it: `harness.engines.stream.collect`)."""
     url = base_url + COMPLETION
     result = StreamResult(sent_unix_s=time.time(), sent_ns=time.perf_counter_ns(), stream_mode="incremental")
-    done = False
-    async for now, payload in post_sse(http, url, body):
-        if not isinstance(payload, dict):
-            raise MalformedStream(f"{url} sent a chunk that is not a JSON object")
-        if absorb_chunk(result, payload, now):
-            done = True
-            result.end_ns = now
-    if not done:
-        raise MalformedStream(f"{url}: stream ended without its final `stop: true` chunk")
-    return result
+    return await collect(events(http, url, body), result, absorb_chunk, url, deadlines)
 
 
 def _get_json(http: httpx.Client, url: str) -> Any:
@@ -131,8 +140,9 @@ class LlamaCppBackend:
     def __init__(self, model: str | None = None, chat: bool = False, engine: str = "llamacpp") -> None:
         self.engine = engine  # `model` and `chat` belong to the OpenAI API; the native one has neither
 
-    async def send(self, http: httpx.AsyncClient, base_url: str, prompt: Prompt) -> StreamResult:
-        return await stream(http, base_url, request_body(prompt))
+    async def send(self, http: httpx.AsyncClient, base_url: str, prompt: Prompt,
+                   deadlines: Deadlines = NO_DEADLINES) -> StreamResult:
+        return await stream(http, base_url, request_body(prompt), deadlines)
 
     def snapshot(self, http: httpx.Client, base_url: str) -> dict[str, Any]:
         """`/props` (build, model, slots, default sampling) and `/slots`, for the manifest."""
