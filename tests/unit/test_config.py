@@ -88,6 +88,6 @@ def test_a_profile_with_several_problems_names_each_in_its_own_line(tmp_path):
         profile_from_dict({"name": "x", "engine": "tgi", "launch": {}, "colour": 1}, tmp_path / "p.yaml")
     lines = str(caught.value).splitlines()
     assert len(lines) == 3 and all(line.startswith(f"profile {tmp_path / 'p.yaml'}: ") for line in lines)
-    assert any("engine must be one of sglang, vllm, not 'tgi'" in line for line in lines)
+    assert any("engine must be one of sglang, llamacpp, vllm, not 'tgi'" in line for line in lines)
     assert any(line.endswith("launch.module: Field required") for line in lines)
     assert any(line.endswith("unknown keys colour") for line in lines)
