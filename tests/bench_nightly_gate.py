@@ -3,7 +3,10 @@
 Not a test: prints one row per night and the totals. Run from the repository root, with nothing
 else running on the host if the figures are to be quoted (about 20 minutes on the 2-core test bed):
 
-    .venv/bin/python -m tests.bench_nightly_gate [--nights 10] [--seed 0]
+    .venv/bin/python -m tests.bench_nightly_gate [--nights 10] [--seed 0] [--server URL --model-dir DIR]
+
+It launches the test-bed server itself, or attaches to a test-bed server already running on this
+host (`--server`, with the tiny model's folder as `--model-dir`).
 
 Phase "unchanged": the test-bed server (profile cpu-testbed). The first night pins the baseline,
 then N nights run the same configuration; during each, a background process spins one core for a
@@ -66,8 +69,9 @@ def spinner_during(night_s: float, rng: random.Random):
         thread.join()
 
 
-def write_config(folder: Path, server: str, model_dir: Path) -> Path:
-    workload = {**WORKLOAD, "options": {**WORKLOAD["options"], "tokenizer": str(model_dir)}}
+def write_config(folder: Path, server: str, model_dir: Path, args: argparse.Namespace) -> Path:
+    shape = {"num_prompts": args.prompts, "output_tokens": args.output_tokens, "tokenizer": str(model_dir)}
+    workload = {**WORKLOAD, "options": {**WORKLOAD["options"], **shape}}
     path = folder / f"nightly-{server.rsplit(':', 1)[1]}.yaml"
     path.write_text(yaml.safe_dump({"server": server, "state_dir": str(folder / "state"), "workloads": [workload]}))
     return path
@@ -124,17 +128,27 @@ def no_added_load():
     yield "none"
 
 
-def run_phases(folder: Path, nights: int, rng: random.Random) -> list[dict]:
-    """Pin the baseline, the unchanged nights under added load, then the slower nights."""
-    state = folder / "state"
+@contextmanager
+def test_bed_server(url: str | None, model_dir: Path | None):
+    """(base URL, model folder) of the server under test: attached, or launched and stopped."""
+    if url:
+        yield url, model_dir
+        return
     with embedded_server("cpu-testbed", log_name="bench-nightly") as server:
-        config = write_config(folder, server.base_url, server.model_dir)
+        yield server.base_url, server.model_dir
+
+
+def run_phases(folder: Path, args: argparse.Namespace) -> list[dict]:
+    """Pin the baseline, the unchanged nights under added load, then the slower nights."""
+    state, rng = folder / "state", random.Random(args.seed)
+    with test_bed_server(args.server, args.model_dir) as (base_url, model_dir):
+        config = write_config(folder, base_url, model_dir, args)
         began = time.monotonic()
-        print(f"baseline pinned on {server.base_url}: {night(config, state)}", flush=True)
+        print(f"baseline pinned on {base_url}: {night(config, state)}", flush=True)
         night_s = time.monotonic() - began
-        rows = nights_of("unchanged", config, state, nights, lambda: spinner_during(night_s, rng))
-        print(f"server confined to core {confine_to_one_core(server.base_url)}", flush=True)
-        rows += nights_of("slower", config, state, nights, no_added_load)
+        rows = nights_of("unchanged", config, state, args.nights, lambda: spinner_during(night_s, rng))
+        print(f"server confined to core {confine_to_one_core(base_url)}", flush=True)
+        rows += nights_of("slower", config, state, args.nights, no_added_load)
     return rows
 
 
@@ -142,10 +156,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nights", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--prompts", type=int, default=WORKLOAD["options"]["num_prompts"])
+    parser.add_argument("--output-tokens", type=int, default=WORKLOAD["options"]["output_tokens"])
+    parser.add_argument("--server", help="attach to this running test-bed server instead of launching one")
+    parser.add_argument("--model-dir", type=Path, help="the attached server's model folder (its tokenizer)")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="bench-nightly-"))
     began = time.monotonic()
-    rows = run_phases(folder, args.nights, random.Random(args.seed))
+    rows = run_phases(folder, args)
     table = pd.DataFrame(rows)
     with pd.option_context("display.width", 250, "display.max_colwidth", 120):
         print(table.to_string(index=False))
