@@ -1,7 +1,7 @@
 """Benchmark: does the nightly gate cry wolf on a busy host, and does it catch a real slowdown?
 
 Not a test: prints one row per night and the totals. Run from the repository root, with nothing
-else running on the host if the figures are to be quoted (about 20 minutes on the 2-core test bed):
+else running on the host if the figures are to be quoted (it prints its own duration at the end):
 
     .venv/bin/python -m tests.bench_nightly_gate [--nights 10] [--seed 0] [--server URL --model-dir DIR]
 
