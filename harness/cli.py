@@ -34,6 +34,9 @@ ProfileOpt = Annotated[Optional[str], typer.Option(
 ModelOpt = Annotated[Optional[Path], typer.Option(help="Model folder to serve when launching a profile "
                                                        "(default: the test bed's tiny model).")]
 GuardOpt = Annotated[bool, typer.Option("--guard/--no-guard", help="Check the server against the profile first.")]
+AllowBufferedOpt = Annotated[bool, typer.Option(
+    "--allow-buffered", help="Measure even if the guard's canary request does not stream its tokens as they are made "
+                             "(recorded in the manifest; such requests stay out of client TTFT, TPOT and ITL).")]
 BackendOpt = Annotated[str, typer.Option(help="sglang (native /generate), openai (/v1/completions) or auto.")]
 ServedModelOpt = Annotated[Optional[str], typer.Option(help="Model name for the OpenAI API (default: the first listed).")]
 WarmupOpt = Annotated[int, typer.Option(help=RunOptions.model_fields["warmup"].description,
@@ -87,6 +90,7 @@ class Common:
     keep_prefix_cache: bool = False
     power_sample_ms: int = 100
     faults: Faults | None = None
+    allow_buffered: bool = False
 
     def options(self, base_url: str) -> RunOptions:
         faults = self.faults or Faults()
@@ -126,7 +130,8 @@ def _run(common: Common, workload: str, workload_options: dict, chat: bool = Fal
         backend = backend_for(target, common.backend, chat=chat, model=common.served_model)
         chosen = plan(workload, config, target.reduced, target.model_dir)
         run = run_workload(target, backend, chosen, common.options(target.base_url), common.results,
-                           guard=common.guard, keep_prefix_cache=common.keep_prefix_cache, resume=resume)
+                           guard=common.guard, keep_prefix_cache=common.keep_prefix_cache, resume=resume,
+                           allow_buffered=common.allow_buffered)
     print(format_run_summary(Run.load(run.path)))
 
 
@@ -151,7 +156,7 @@ def run_synthetic(
     keep_prefix_cache: Annotated[bool, typer.Option(help="Do not flush the server's prefix cache before measuring "
                                                          "(SGLang /flush_cache; the guard still checks cached_tokens).")] = False,
     profile: ProfileOpt = None, model: ModelOpt = None, guard: GuardOpt = True,
-    backend: BackendOpt = "auto", served_model: ServedModelOpt = None,
+    allow_buffered: AllowBufferedOpt = False, backend: BackendOpt = "auto", served_model: ServedModelOpt = None,
     warmup: WarmupOpt = default(R, "warmup"), concurrency: ConcurrencyOpt = default(R, "concurrency"),
     results: ResultsOpt = Path("results"), request_timeout: TimeoutOpt = default(R, "request_timeout_s"),
     progress: ProgressOpt = True, power_sample_ms: PowerOpt = 100,
@@ -162,7 +167,7 @@ def run_synthetic(
     """Synthetic decode: random-token prompts, fixed output length, greedy, ignore_eos."""
     faults = Faults(max_errors, first_token_timeout, request_deadline, unreachable_grace, api_key, resume)
     common = Common(server, profile, model, guard, backend, served_model, warmup, concurrency, results,
-                    request_timeout, progress, keep_prefix_cache, power_sample_ms, faults)
+                    request_timeout, progress, keep_prefix_cache, power_sample_ms, faults, allow_buffered)
     _run(common, "synthetic", {"num_prompts": num_prompts, "input_tokens": input_tokens,
                                "output_tokens": output_tokens, "seed": seed, "salt": salt, "tokenizer": tokenizer})
 
@@ -183,7 +188,7 @@ def run_gsm8k(
     max_new_tokens: Annotated[Optional[int], bound(G, "max_new_tokens")] = None,
     base_seed: Annotated[int, bound(G, "base_seed")] = default(G, "base_seed"),
     profile: ProfileOpt = None, model: ModelOpt = None, guard: GuardOpt = True,
-    backend: BackendOpt = "auto", served_model: ServedModelOpt = None,
+    allow_buffered: AllowBufferedOpt = False, backend: BackendOpt = "auto", served_model: ServedModelOpt = None,
     warmup: WarmupOpt = default(R, "warmup"), concurrency: ConcurrencyOpt = default(R, "concurrency"),
     results: ResultsOpt = Path("results"), request_timeout: TimeoutOpt = default(R, "request_timeout_s"),
     progress: ProgressOpt = True, power_sample_ms: PowerOpt = 100,
@@ -194,7 +199,8 @@ def run_gsm8k(
     """GSM8K: five-shot chain-of-thought, published sampling; accuracy and speed from the same requests."""
     faults = Faults(max_errors, first_token_timeout, request_deadline, unreachable_grace, api_key, resume)
     common = Common(server, profile, model, guard, backend, served_model, warmup, concurrency, results,
-                    request_timeout, progress, power_sample_ms=power_sample_ms, faults=faults)
+                    request_timeout, progress, power_sample_ms=power_sample_ms, faults=faults,
+                    allow_buffered=allow_buffered)
     _run(common, "gsm8k", {"limit": limit, "offset": offset, "shuffle": shuffle, "shuffle_seed": shuffle_seed,
                            "shot_seed": shot_seed, "chat": chat, "source": source, "temperature": temperature,
                            "top_p": top_p, "top_k": top_k, "max_new_tokens": max_new_tokens,
@@ -338,6 +344,7 @@ def check(
     server: Annotated[str, typer.Option(help="Base URL of the running server.")],
     backend: BackendOpt = "auto",
     model: ModelOpt = None,
+    allow_buffered: AllowBufferedOpt = False,
 ) -> None:
     """Run the configuration guard alone against a running server; exit 0 only if every check passes."""
     from harness.guard.preflight import startup_guard
@@ -347,7 +354,7 @@ def check(
     with target_server(server, profile) as target:
         client = backend_for(target, backend)
         report = startup_guard(target.profile, client, target.base_url, snapshot_server(client, target.base_url),
-                               model)
+                               model, allow_buffered=allow_buffered)
     print("\n".join(report.format_lines()))
 
 

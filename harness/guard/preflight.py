@@ -2,7 +2,8 @@
 
 `harness.guard.checks` holds the pure checks; this module gathers what they read from the running server
 (its snapshot, the checkpoint's config, one short greedy canary request) and runs them before any
-measured request, so a server that is not running the configuration under test is refused.
+measured request, so a server that is not running the configuration under test is refused. The
+canary also shows whether the server streams its tokens as it makes them (harness.guard.stream).
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from typing import Any
 
 import httpx
 
-from harness.engines.base import Backend
+from harness.engines.base import Backend, StreamResult
 from harness.engines.registry import engine_named
 from harness.errors import SparkbenchError
 from harness.guard.checks import GuardReport, check_canary, check_prefix_cache, check_startup
 from harness.guard.profiles import Profile
+from harness.guard.stream import check_stream, stream_evidence
 from harness.spec import Prompt, SamplingParams
 
 # Counting repeats itself, so any working drafter (MTP, EAGLE, n-gram) gets drafts accepted on it.
@@ -44,17 +46,22 @@ def model_config(model_dir: str | Path | None) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
-def canary_speculation(backend: Backend, base_url: str, headers: dict[str, str] | None = None) -> dict[str, float]:
-    """Send one short greedy request and read its speculation columns (NaN: not reported); a
-    canary that fails is a one-line error (the check cannot be made)."""
-    prompt = Prompt("canary", SamplingParams(max_new_tokens=CANARY_TOKENS, temperature=0.0, ignore_eos=True),
-                    text=CANARY_TEXT)
+CANARY = Prompt("canary", SamplingParams(max_new_tokens=CANARY_TOKENS, temperature=0.0, ignore_eos=True),
+                text=CANARY_TEXT)
 
+
+def send_canary(backend: Backend, base_url: str, headers: dict[str, str] | None = None) -> StreamResult:
+    """Send the short greedy canary request and return what the client saw; a canary that fails
+    is a one-line error (the checks cannot be made)."""
     async def send():
         async with httpx.AsyncClient(timeout=httpx.Timeout(300.0, connect=10.0), headers=headers) as http:
-            return await backend.send(http, base_url, prompt)
+            return await backend.send(http, base_url, CANARY)
 
-    result = asyncio.run(send()).raise_for_error()
+    return asyncio.run(send()).raise_for_error()
+
+
+def canary_speculation(backend: Backend, result: StreamResult) -> dict[str, float]:
+    """The canary's speculation columns (NaN: not reported)."""
     return engine_named(backend.engine).speculation(result.meta, float(result.completion_tokens or 0))
 
 
@@ -63,16 +70,20 @@ def _reported(value: float) -> float | None:
 
 
 def startup_guard(profile: Profile, backend: Backend, base_url: str, snapshot: dict[str, Any],
-                  model_dir: str | Path | None, headers: dict[str, str] | None = None) -> GuardReport:
-    """Every check that must pass before measuring; raises GuardFailed with one line per failure."""
+                  model_dir: str | Path | None, headers: dict[str, str] | None = None,
+                  allow_buffered: bool = False) -> GuardReport:
+    """Every check that must pass before measuring; raises GuardFailed with one line per failure.
+    `allow_buffered`: a canary that does not stream its decode is recorded, not refused."""
     facts = server_facts(profile, snapshot)
     model_dir = model_dir or facts.get("model_path")
     report = check_startup(profile, facts, profile.launch.env, model_config(model_dir))
+    canary = send_canary(backend, base_url, headers)
+    report.extend(check_stream(stream_evidence(canary, CANARY, backend.engine, backend.name), allow_buffered))
     if profile.expects_speculation:
-        canary = canary_speculation(backend, base_url, headers)
-        report.extend(check_canary(profile, _reported(canary["accept_length"]),
-                                   accepted_drafts=_reported(canary["accepted_draft_tokens"]),
-                                   proposed_drafts=_reported(canary["proposed_draft_tokens"])))
+        spec = canary_speculation(backend, canary)
+        report.extend(check_canary(profile, _reported(spec["accept_length"]),
+                                   accepted_drafts=_reported(spec["accepted_draft_tokens"]),
+                                   proposed_drafts=_reported(spec["proposed_draft_tokens"])))
     if not report.ok:
         lines = "\n".join(f"  {finding.check}: {finding.message}" for finding in report.failures)
         raise GuardFailed(f"server at {base_url} does not run profile {profile.name}; nothing measured:\n{lines}")

@@ -110,6 +110,7 @@ def run_workload(
     guard: bool = True,
     keep_prefix_cache: bool = False,
     resume: Path | None = None,
+    allow_buffered: bool = False,
 ) -> RunDir:
     """Snapshot the server, guard it, build the workload, record every request, then check.
 
@@ -117,12 +118,15 @@ def run_workload(
     flushed after warm-up, unless `keep_prefix_cache`: a long-lived server has seen other prompts,
     and one that began with the same token would serve that token from its cache. With `resume`,
     the run at that path is continued (`harness.run.resume`) instead of a new one created.
+    `allow_buffered` measures even when the guard's canary does not stream its decode; the
+    manifest records it.
     """
     snapshot = snapshot_server(backend, target.base_url, options.headers)
-    guard_record = _startup_guard(target, backend, snapshot, guard, options.headers)
+    guard_record = _startup_guard(target, backend, snapshot, guard, options.headers, allow_buffered)
     workload = plan.make(snapshot)
     spec = workload.spec()
     manifest = run_manifest(target, backend, snapshot, spec, plan, options) | {"guard": guard_record}
+    manifest["allow_buffered"] = allow_buffered
     uncached = bool(spec.get("requires_uncached_prompts")) and not keep_prefix_cache
     options = options.model_copy(update={"flush_prefix_cache": uncached})
     if resume is None:
@@ -141,13 +145,14 @@ def run_workload(
 
 
 def _startup_guard(target: Target, backend: Backend, snapshot: dict[str, Any], guard: bool,
-                   headers: dict[str, str]) -> dict | None:
+                   headers: dict[str, str], allow_buffered: bool) -> dict | None:
     """The guard's record for the manifest: None without a profile; raises GuardFailed on a mismatch."""
     if target.profile is None:
         return None
     if not guard:
         return {"skipped": "--no-guard"}
-    return startup_guard(target.profile, backend, target.base_url, snapshot, target.model_dir, headers).to_dict()
+    return startup_guard(target.profile, backend, target.base_url, snapshot, target.model_dir, headers,
+                         allow_buffered=allow_buffered).to_dict()
 
 
 def run_manifest(target: Target, backend: Backend, snapshot: dict[str, Any], spec: dict[str, Any], plan: Plan,
