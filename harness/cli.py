@@ -317,7 +317,8 @@ def profiles() -> None:
 
     for profile in list_profiles():
         checks = ", ".join(sorted(profile.expect)) or "nothing"
-        canary = f"; canary: accept length > {profile.canary.min_accept_length}" if profile.canary else ""
+        canary = "; canary: streams as made" + (f", accept length > {profile.canary.min_accept_length}"
+                                                if profile.canary else "")
         print(f"{profile.name}  [{profile.engine}]\n    {profile.description}\n    checks: {checks}{canary}")
 
 

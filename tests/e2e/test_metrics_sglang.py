@@ -40,3 +40,9 @@ def test_client_latency_agrees_with_the_server(derived, column):
 def test_tpot_agrees_with_the_server_derived_tpot(derived):
     difference = (derived["tpot_ms"] - derived["server_tpot_ms"]).abs()
     assert (difference < TPOT_TOLERANCE_MS).all(), difference.tolist()
+
+
+def test_a_healthy_stream_is_never_flagged(derived):
+    """SGLang sends each token as it makes it: the stream integrity rules leave every request in."""
+    assert not derived["stream_flagged"].astype(bool).any(), derived[["burst_share", "client_decode_share",
+                                                                      "ttft_excess_ms"]].to_dict("records")

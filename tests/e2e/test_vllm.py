@@ -178,3 +178,29 @@ def test_roofline_of_a_plain_run_states_its_bytes(plain_run):
     done = sparkbench("summarize", str(plain_run), "--peak-gbps", "100")
     assert done.returncode == 0 and "bytes one decode step reads at batch 1" in done.stdout
     assert "x 2 B (bf16)" in done.stdout and "of 100 GB/s peak" in done.stdout
+
+
+# vLLM's stream on the busy 2-core test bed sometimes holds tokens back (docs/vllm-streaming.md), so
+# which requests are flagged varies from run to run. What must hold: the requests left in agree with
+# the server's own TPOT (within 15%: the client's decode also covers the wait for [DONE]), and every
+# flagged request is one where the server's own timing contradicts what the client saw.
+VLLM_TPOT_TOLERANCE = 0.15
+
+
+@pytest.mark.parametrize("run", ["plain_run", "ngram_run"])
+def test_client_tpot_agrees_with_the_server_where_the_stream_shows_the_decode(run, request):
+    derived = _derived(request.getfixturevalue(run))
+    kept = derived[~derived["stream_flagged"].astype(bool)]
+    if kept.empty:
+        pytest.skip("the server held back every stream of this run (docs/vllm-streaming.md)")
+    relative = ((kept["tpot_ms"] - kept["server_tpot_ms"]) / kept["server_tpot_ms"]).abs()
+    assert (relative < VLLM_TPOT_TOLERANCE).all(), relative.tolist()
+
+
+@pytest.mark.parametrize("run", ["plain_run", "ngram_run"])
+def test_every_flagged_request_is_contradicted_by_the_servers_own_timing(run, request):
+    derived = _derived(request.getfixturevalue(run))
+    flagged = derived[derived["stream_flagged"].astype(bool)]
+    first_token_held = flagged["ttft_client_minus_server_ms"] - flagged["e2e_client_minus_server_ms"]
+    decode_unseen = flagged["client_decode_share"] < 1 - VLLM_TPOT_TOLERANCE
+    assert (decode_unseen | (first_token_held > 20.0)).all(), flagged[["client_decode_share"]].to_dict("records")
