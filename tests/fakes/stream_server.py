@@ -13,7 +13,9 @@ or a stream interval would:
   all of it (an OpenAI-shaped stream the client cannot count).
 
 Use `serving(Script(...))` as a context manager; it yields the base URL. A new fault is one entry
-in `FAULTS` (a function from the schedule of made steps to the times they are sent).
+in `FAULTS` (which steps it holds back until the answer is complete). Each step is made a fixed gap
+after the one before, and the server's timing reports when each step was really made, so a busy
+test host that delays the fake delays its own figures with it, never only the client's.
 """
 
 from __future__ import annotations
@@ -44,70 +46,50 @@ class Script:
     server_timing: bool = True  # report SGLang latencies / vLLM per-request metrics
 
 
-@dataclass(frozen=True)
-class Step:
-    made_s: float  # seconds after the request arrived
-    tokens: int  # running count once this step is made
+def step_counts(script: Script, tokens: int) -> list[int]:
+    """Running token count after each step: one token from prefill, then `tokens_per_step` per step."""
+    counts = [1]
+    while counts[-1] < tokens:
+        counts.append(min(tokens, counts[-1] + script.tokens_per_step))
+    return counts
 
 
-def schedule(script: Script, tokens: int) -> list[Step]:
-    """The steps the engine makes: one token from prefill, then `tokens_per_step` per decode step."""
-    steps, count, made = [Step(script.first_token_s, 1)], 1, script.first_token_s
-    while count < tokens:
-        count, made = min(tokens, count + script.tokens_per_step), made + script.step_s
-        steps.append(Step(made, count))
-    return steps
+def _hold_none(count: int, total: int) -> bool:
+    return False
 
 
-def _on_time(steps: list[Step]) -> list[float]:
-    return [step.made_s for step in steps]
+def _hold_all(count: int, total: int) -> bool:
+    return True
 
 
-def _hold_all(steps: list[Step]) -> list[float]:
-    return [steps[-1].made_s] * len(steps)
+def _hold_second_half(count: int, total: int) -> bool:
+    return count > total / 2
 
 
-def _hold_second_half(steps: list[Step]) -> list[float]:
-    half = steps[-1].tokens / 2
-    return [step.made_s if step.tokens <= half else steps[-1].made_s for step in steps]
-
-
-# fault -> send time of each step (a step sent together with the next ones is merged into one chunk)
-FAULTS: dict[str, Callable[[list[Step]], list[float]]] = {
-    "none": _on_time, "buffer_all": _hold_all, "buffer_half": _hold_second_half, "textless": _on_time,
+# fault -> whether the step that brings the count to `count` (of `total`) is held until the end
+FAULTS: dict[str, Callable[[int, int], bool]] = {
+    "none": _hold_none, "buffer_all": _hold_all, "buffer_half": _hold_second_half, "textless": _hold_none,
 }
 
 
-def chunks(script: Script, tokens: int) -> list[tuple[float, int]]:
-    """(send time, running token count) of each chunk: steps sent at the same moment form one chunk."""
-    steps = schedule(script, tokens)
-    sends: list[tuple[float, int]] = []
-    for step, send_s in zip(steps, FAULTS[script.fault](steps)):
-        if sends and sends[-1][0] == send_s:
-            sends[-1] = (send_s, step.tokens)
-        else:
-            sends.append((send_s, step.tokens))
-    return sends
-
-
 def _sglang_meta(script: Script, count: int, total: int, prompt_tokens: int, done: bool,
-                 steps: list[Step]) -> dict[str, Any]:
+                 made: list[float]) -> dict[str, Any]:
     meta: dict[str, Any] = {"id": "fake", "prompt_tokens": prompt_tokens, "completion_tokens": count,
                             "cached_tokens": 0, "finish_reason": {"type": "length", "length": total} if done else None}
     if done and script.server_timing:
-        meta |= {"first_token_latency": steps[0].made_s, "e2e_latency": steps[-1].made_s}
+        meta |= {"first_token_latency": made[0], "e2e_latency": made[-1]}
     return meta
 
 
-def sglang_chunk(script: Script, count: int, total: int, prompt_tokens: int, steps: list[Step]) -> dict:
-    """A cumulative SGLang `/generate` chunk: all text and ids so far, meta_info with the count."""
+def sglang_chunk(script: Script, count: int, total: int, prompt_tokens: int, made: list[float]) -> dict:
+    """A cumulative SGLang `/generate` chunk: all text and ids so far, meta_info with the count.
+    `made`: seconds after arrival at which each step so far was made."""
     return {"text": TOKEN_TEXT * count, "output_ids": list(range(count)),
-            "meta_info": _sglang_meta(script, count, total, prompt_tokens, count == total, steps)}
+            "meta_info": _sglang_meta(script, count, total, prompt_tokens, count == total, made)}
 
 
-def _vllm_metrics(steps: list[Step]) -> dict[str, float]:
-    return {"time_to_first_token_ms": steps[0].made_s * 1000,
-            "generation_time_ms": (steps[-1].made_s - steps[0].made_s) * 1000}
+def _vllm_metrics(made: list[float]) -> dict[str, float]:
+    return {"time_to_first_token_ms": made[0] * 1000, "generation_time_ms": (made[-1] - made[0]) * 1000}
 
 
 def openai_chunk(script: Script, new: int, count: int, total: int, chat: bool) -> dict:
@@ -122,13 +104,13 @@ def openai_chunk(script: Script, new: int, count: int, total: int, chat: bool) -
     return body
 
 
-def openai_usage_chunk(script: Script, total: int, prompt_tokens: int, steps: list[Step]) -> dict:
+def openai_usage_chunk(script: Script, total: int, prompt_tokens: int, made: list[float]) -> dict:
     """The closing chunk: empty choices, final usage, and vLLM-style per-request metrics."""
     body: dict[str, Any] = {"id": "fake", "object": "chunk", "model": MODEL, "choices": [],
                             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": total,
                                       "total_tokens": prompt_tokens + total}}
     if script.server_timing:
-        body["metrics"] = _vllm_metrics(steps)
+        body["metrics"] = _vllm_metrics(made)
     return body
 
 
@@ -190,20 +172,32 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _stream(self, body: dict[str, Any], arrived: float) -> None:
+        """Make each step a fixed gap after the one before; send it, or hold it as the fault says."""
         total, prompt_tokens = _requested_tokens(body), _prompt_tokens(body)
-        steps, previous = schedule(self.script, total), 0
-        chat = self.path.endswith("chat/completions")
-        for send_s, count in chunks(self.script, total):
-            time.sleep(max(0.0, arrived + send_s - time.perf_counter()))
-            if self.path == "/generate":
-                self._event(sglang_chunk(self.script, count, total, prompt_tokens, steps))
-            else:
-                self._event(openai_chunk(self.script, count - previous, count, total, chat))
-            previous = count
+        made: list[float] = []
+        sent, held = 0, False
+        for count in step_counts(self.script, total):
+            time.sleep(self.script.first_token_s if not made else self.script.step_s)
+            made.append(time.perf_counter() - arrived)
+            if FAULTS[self.script.fault](count, total):
+                held = True
+                continue
+            sent = self._chunk(body, sent, count, total, prompt_tokens, made)
+        if held:
+            self._chunk(body, sent, total, total, prompt_tokens, made)
         if self.path != "/generate":
-            self._event(openai_usage_chunk(self.script, total, prompt_tokens, steps))
+            self._event(openai_usage_chunk(self.script, total, prompt_tokens, made))
         self._event("[DONE]")
         self.wfile.write(b"0\r\n\r\n")
+
+    def _chunk(self, body: dict[str, Any], sent: int, count: int, total: int, prompt_tokens: int,
+               made: list[float]) -> int:
+        """Send the tokens from `sent` to `count` as one chunk of the request's shape; return `count`."""
+        if self.path == "/generate":
+            self._event(sglang_chunk(self.script, count, total, prompt_tokens, made))
+        else:
+            self._event(openai_chunk(self.script, count - sent, count, total, self.path.endswith("chat/completions")))
+        return count
 
 
 @contextmanager
