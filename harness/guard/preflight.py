@@ -21,12 +21,15 @@ from harness.engines.registry import engine_named
 from harness.errors import SparkbenchError
 from harness.guard.checks import GuardReport, check_canary, check_prefix_cache, check_startup
 from harness.guard.profiles import Profile
-from harness.guard.stream import check_stream, stream_evidence
+from harness.guard.stream import check_stream, held_back, stream_evidence
 from harness.spec import Prompt, SamplingParams
 
 # Counting repeats itself, so any working drafter (MTP, EAGLE, n-gram) gets drafts accepted on it.
 CANARY_TEXT = " ".join(str(i % 10) for i in range(200))
 CANARY_TOKENS = 64
+# A busy host can hold one canary's tokens back (the server's output process not scheduled until its
+# decode is over); a buffering server holds back every one. Refused only when each attempt is held.
+STREAM_ATTEMPTS = 3
 
 
 class GuardFailed(SparkbenchError):
@@ -60,6 +63,17 @@ def send_canary(backend: Backend, base_url: str, headers: dict[str, str] | None 
     return asyncio.run(send()).raise_for_error()
 
 
+def streamed_canary(backend: Backend, base_url: str, headers: dict[str, str] | None = None
+                    ) -> tuple[StreamResult, dict[str, Any], int]:
+    """(canary, its stream evidence, attempts): canaries until one streams, at most STREAM_ATTEMPTS."""
+    for attempt in range(1, STREAM_ATTEMPTS + 1):
+        canary = send_canary(backend, base_url, headers)
+        evidence = stream_evidence(canary, CANARY, backend.engine, backend.name)
+        if not held_back(evidence):
+            break
+    return canary, evidence, attempt
+
+
 def canary_speculation(backend: Backend, result: StreamResult) -> dict[str, float]:
     """The canary's speculation columns (NaN: not reported)."""
     return engine_named(backend.engine).speculation(result.meta, float(result.completion_tokens or 0))
@@ -77,8 +91,8 @@ def startup_guard(profile: Profile, backend: Backend, base_url: str, snapshot: d
     facts = server_facts(profile, snapshot)
     model_dir = model_dir or facts.get("model_path")
     report = check_startup(profile, facts, profile.launch.env, model_config(model_dir))
-    canary = send_canary(backend, base_url, headers)
-    report.extend(check_stream(stream_evidence(canary, CANARY, backend.engine, backend.name), allow_buffered))
+    canary, evidence, attempts = streamed_canary(backend, base_url, headers)
+    report.extend(check_stream(evidence, allow_buffered, attempts))
     if profile.expects_speculation:
         spec = canary_speculation(backend, canary)
         report.extend(check_canary(profile, _reported(spec["accept_length"]),

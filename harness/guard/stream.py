@@ -41,12 +41,20 @@ def _why(evidence: dict[str, Any]) -> str:
     return "; ".join(facts)
 
 
-def check_stream(evidence: dict[str, Any], allow_buffered: bool = False) -> list[Finding]:
-    """The canary's stream must show its decode; `allow_buffered` turns a failure into a recorded pass."""
+def held_back(evidence: dict[str, Any]) -> bool:
+    """Whether any integrity rule flagged the canary's stream."""
+    return any(evidence[flag] for flag in FLAGS)
+
+
+def check_stream(evidence: dict[str, Any], allow_buffered: bool = False, attempts: int = 1) -> list[Finding]:
+    """The last canary's stream must show its decode; `allow_buffered` turns a failure into a recorded
+    pass. `attempts`: canaries sent, the ones before the last held back too."""
     tokens = evidence.get("completion_tokens")
-    if not any(evidence[flag] for flag in FLAGS):
-        return [Finding("stream", True, f"the canary's {tokens} tokens streamed as they were made")]
-    message = f"the canary's {tokens} tokens did not stream as they were made ({_why(evidence)})"
+    if not held_back(evidence):
+        retried = f" (attempt {attempts}; the ones before were held back)" if attempts > 1 else ""
+        return [Finding("stream", True, f"the canary's {tokens} tokens streamed as they were made{retried}")]
+    tries = f" in any of {attempts} attempts" if attempts > 1 else ""
+    message = f"the canary's {tokens} tokens did not stream as they were made{tries} ({_why(evidence)})"
     if allow_buffered:
         return [Finding("stream", True, f"{message}; measured anyway (--allow-buffered)")]
     return [Finding("stream", False, f"{message}; client TTFT, TPOT and ITL would not be the decode's "

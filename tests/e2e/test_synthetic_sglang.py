@@ -113,13 +113,16 @@ def _start_long_run(server, results, prompts: int = 40) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
-def _assert_interrupted_with_records(results) -> None:
+def _assert_interrupted_with_records(results) -> pd.DataFrame:
+    """The run is marked interrupted, every record is in the table, and each finished request is whole."""
     run_dir = only_run_dir(results)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     table = pd.read_parquet(run_dir / "requests.parquet")
     assert manifest["status"] == "interrupted"
     assert manifest["requests_recorded"] == len(table) >= 2
-    assert (table["completion_tokens"] == 64).all()
+    finished = table[table["status"] == "ok"]
+    assert len(finished) >= 2 and (finished["completion_tokens"] == 64).all()
+    return table
 
 
 def test_ctrl_c_keeps_finished_requests(sglang_server, tmp_path):
@@ -142,7 +145,9 @@ def test_server_killed_mid_run_marks_run_interrupted(tmp_path):
     last = stderr.strip().splitlines()[-1]
     # The request in flight is recorded as failed; the next ones cannot connect, past the grace period.
     assert last.startswith("sparkbench: run interrupted after") and "server unreachable" in last
-    _assert_interrupted_with_records(tmp_path)
+    table = _assert_interrupted_with_records(tmp_path)
+    failed = table[table["status"] != "ok"]
+    assert len(failed) >= 1 and failed["error_kind"].notna().all()
 
 
 def test_embedded_default_runs_labelled_and_leaves_no_server(tmp_path):

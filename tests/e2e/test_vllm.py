@@ -113,7 +113,7 @@ def test_nightly_catches_speculation_switched_off(vllm_ngram_server, vllm_plain_
     done = nightly(config, "--server", vllm_plain_server.base_url)
     assert done.returncode == 1, done.stdout + done.stderr
     verdict = done.stdout.strip().splitlines()[-1]
-    assert verdict.startswith("verdict: REGRESSION in") and "synthetic:accept_length_token_weighted" in verdict
+    assert verdict.startswith("verdict: REGRESSION (") and "synthetic:accept_length_token_weighted" in verdict
 
 
 def _server_decode_ms(run_dir) -> pd.Series:

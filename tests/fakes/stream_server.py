@@ -13,7 +13,8 @@ or a stream interval would:
   all of it (an OpenAI-shaped stream the client cannot count).
 
 Use `serving(Script(...))` as a context manager; it yields the base URL. A new fault is one entry
-in `FAULTS` (which steps it holds back until the answer is complete). Each step is made a fixed gap
+in `FAULTS` (which steps it holds back until the answer is complete); `faulty_requests` limits it
+to the first requests, as a passing hiccup would. Each step is made a fixed gap
 after the one before, and the server's timing reports when each step was really made, so a busy
 test host that delays the fake delays its own figures with it, never only the client's.
 """
@@ -26,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -44,6 +45,7 @@ class Script:
     step_s: float = 0.005
     tokens_per_step: int = 1
     server_timing: bool = True  # report SGLang latencies / vLLM per-request metrics
+    faulty_requests: int | None = None  # the fault hits only the first N generate requests (None: all)
 
 
 def step_counts(script: Script, tokens: int) -> list[int]:
@@ -126,7 +128,9 @@ def _requested_tokens(body: dict[str, Any]) -> int:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    script: Script  # set on the subclass that `serving` makes
+    script: Script  # set on the subclass that `serving` makes, with the two below
+    requests_seen: list[int]  # generate requests so far, shared by the handler threads
+    counter_lock: threading.Lock
 
     def setup(self) -> None:
         super().setup()
@@ -171,39 +175,49 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
         self.wfile.flush()
 
+    def _fault(self) -> str:
+        """This request's fault: the script's, unless the first `faulty_requests` have had it."""
+        with self.counter_lock:
+            self.requests_seen[0] += 1
+            seen = self.requests_seen[0]
+        limit = self.script.faulty_requests
+        return self.script.fault if limit is None or seen <= limit else "none"
+
     def _stream(self, body: dict[str, Any], arrived: float) -> None:
         """Make each step a fixed gap after the one before; send it, or hold it as the fault says."""
         total, prompt_tokens = _requested_tokens(body), _prompt_tokens(body)
+        script = replace(self.script, fault=self._fault())
         made: list[float] = []
         sent, held = 0, False
-        for count in step_counts(self.script, total):
-            time.sleep(self.script.first_token_s if not made else self.script.step_s)
+        for count in step_counts(script, total):
+            time.sleep(script.first_token_s if not made else script.step_s)
             made.append(time.perf_counter() - arrived)
-            if FAULTS[self.script.fault](count, total):
+            if FAULTS[script.fault](count, total):
                 held = True
                 continue
-            sent = self._chunk(body, sent, count, total, prompt_tokens, made)
+            sent = self._chunk(script, body, sent, count, total, prompt_tokens, made)
         if held:
-            self._chunk(body, sent, total, total, prompt_tokens, made)
+            self._chunk(script, body, sent, total, total, prompt_tokens, made)
         if self.path != "/generate":
-            self._event(openai_usage_chunk(self.script, total, prompt_tokens, made))
+            self._event(openai_usage_chunk(script, total, prompt_tokens, made))
         self._event("[DONE]")
         self.wfile.write(b"0\r\n\r\n")
 
-    def _chunk(self, body: dict[str, Any], sent: int, count: int, total: int, prompt_tokens: int,
-               made: list[float]) -> int:
+    def _chunk(self, script: Script, body: dict[str, Any], sent: int, count: int, total: int,
+               prompt_tokens: int, made: list[float]) -> int:
         """Send the tokens from `sent` to `count` as one chunk of the request's shape; return `count`."""
         if self.path == "/generate":
-            self._event(sglang_chunk(self.script, count, total, prompt_tokens, made))
+            self._event(sglang_chunk(script, count, total, prompt_tokens, made))
         else:
-            self._event(openai_chunk(self.script, count - sent, count, total, self.path.endswith("chat/completions")))
+            self._event(openai_chunk(script, count - sent, count, total, self.path.endswith("chat/completions")))
         return count
 
 
 @contextmanager
 def serving(script: Script) -> Iterator[str]:
     """Serve `script` on a free loopback port in a thread; yield the base URL."""
-    handler = type("ScriptedHandler", (_Handler,), {"script": script})
+    handler = type("ScriptedHandler", (_Handler,),
+                   {"script": script, "requests_seen": [0], "counter_lock": threading.Lock()})
     with threaded(ThreadingHTTPServer(("127.0.0.1", 0), handler)) as url:
         yield url
 

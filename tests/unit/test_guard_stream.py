@@ -8,7 +8,7 @@ import json
 import pytest
 
 from harness.engines.openai import OpenAIBackend
-from harness.guard.preflight import GuardFailed, startup_guard
+from harness.guard.preflight import STREAM_ATTEMPTS, GuardFailed, startup_guard
 from harness.guard.profiles import load_profile
 from harness.guard.stream import check_stream
 from tests.fakes.stream_server import Script, serving
@@ -24,8 +24,8 @@ def guard_against(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"torch_dtype": "bfloat16"}))
     snapshot = {"version": {"version": "0.32.0"}, "models": {"data": [{"id": "fake", "root": str(tmp_path)}]}}
 
-    def run(fault: str, allow_buffered: bool = False):
-        with serving(Script(fault=fault, step_s=0.003)) as url:
+    def run(fault: str, allow_buffered: bool = False, faulty_requests: int | None = None):
+        with serving(Script(fault=fault, step_s=0.003, faulty_requests=faulty_requests)) as url:
             return startup_guard(load_profile("vllm-cpu"), OpenAIBackend(engine="vllm"), url, snapshot=snapshot,
                                  model_dir=tmp_path, allow_buffered=allow_buffered)
     return run
@@ -53,6 +53,17 @@ def test_allow_buffered_records_instead_of_refusing():
 def test_the_guard_refuses_a_server_that_buffers_its_stream(guard_against, fault):
     with pytest.raises(GuardFailed, match="stream: the canary's 64 tokens did not stream as they were made"):
         guard_against(fault)
+
+
+def test_a_held_back_canary_is_sent_again_and_one_that_streams_passes(guard_against):
+    report = guard_against("buffer_all", faulty_requests=STREAM_ATTEMPTS - 1)
+    [stream] = [f for f in report.findings if f.check == "stream"]
+    assert stream.ok and stream.message.endswith(f"(attempt {STREAM_ATTEMPTS}; the ones before were held back)")
+
+
+def test_a_server_that_holds_back_every_canary_is_refused_naming_the_attempts(guard_against):
+    with pytest.raises(GuardFailed, match=f"did not stream as they were made in any of {STREAM_ATTEMPTS} attempts"):
+        guard_against("buffer_all", faulty_requests=STREAM_ATTEMPTS)
 
 
 def test_the_guard_measures_a_buffering_server_when_allowed(guard_against):
