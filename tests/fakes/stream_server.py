@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+_COUNT_LOCK = threading.Lock()
 TOKEN_TEXT = "ab "  # every token decodes to the same three characters
 MODEL = "fake-model"
 
@@ -128,9 +129,7 @@ def _requested_tokens(body: dict[str, Any]) -> int:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    script: Script  # set on the subclass that `serving` makes, with the two below
-    requests_seen: list[int]  # generate requests so far, shared by the handler threads
-    counter_lock: threading.Lock
+    script: Script  # set on the subclass that `serving` makes
 
     def setup(self) -> None:
         super().setup()
@@ -177,9 +176,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _fault(self) -> str:
         """This request's fault: the script's, unless the first `faulty_requests` have had it."""
-        with self.counter_lock:
-            self.requests_seen[0] += 1
-            seen = self.requests_seen[0]
+        with _COUNT_LOCK:  # the server's handler threads count on the server object
+            seen = self.server.generate_requests = getattr(self.server, "generate_requests", 0) + 1
         limit = self.script.faulty_requests
         return self.script.fault if limit is None or seen <= limit else "none"
 
@@ -216,8 +214,7 @@ class _Handler(BaseHTTPRequestHandler):
 @contextmanager
 def serving(script: Script) -> Iterator[str]:
     """Serve `script` on a free loopback port in a thread; yield the base URL."""
-    handler = type("ScriptedHandler", (_Handler,),
-                   {"script": script, "requests_seen": [0], "counter_lock": threading.Lock()})
+    handler = type("ScriptedHandler", (_Handler,), {"script": script})
     with threaded(ThreadingHTTPServer(("127.0.0.1", 0), handler)) as url:
         yield url
 
