@@ -36,6 +36,14 @@ class NightlyWorkload(StrictModel):
         return self
 
 
+def _over_defaults(given: dict[str, float], defaults: dict[str, float], known: Any, error: str) -> dict[str, float]:
+    """`given` over `defaults`; a name not in `known` is an error (`error` formats the unknown names)."""
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise ValueError(error.format(", ".join(unknown)))
+    return {**defaults, **given}
+
+
 class NightlyConfig(StrictModel):
     """What a night runs and against what. Relative paths are relative to the working directory."""
 
@@ -54,18 +62,13 @@ class NightlyConfig(StrictModel):
     @field_validator("busy_limits")
     @classmethod
     def _limits_under_the_given(cls, given: dict[str, float]) -> dict[str, float]:
-        unknown = sorted(set(given) - set(DEFAULT_BUSY_LIMITS))
-        if unknown:
-            raise ValueError(f"not host-load figures: {', '.join(unknown)} (known: {', '.join(DEFAULT_BUSY_LIMITS)})")
-        return {**DEFAULT_BUSY_LIMITS, **given}
+        return _over_defaults(given, DEFAULT_BUSY_LIMITS, DEFAULT_BUSY_LIMITS,
+                              f"not host-load figures: {{}} (known: {', '.join(DEFAULT_BUSY_LIMITS)})")
 
     @field_validator("thresholds")
     @classmethod
     def _defaults_under_the_given(cls, given: dict[str, float]) -> dict[str, float]:
-        unknown = sorted(set(given) - set(CATALOGUE))
-        if unknown:
-            raise ValueError(f"not catalogue metrics: {', '.join(unknown)}")
-        return {**DEFAULT_THRESHOLDS, **given}
+        return _over_defaults(given, DEFAULT_THRESHOLDS, CATALOGUE, "not catalogue metrics: {}")
 
     @property
     def runs_dir(self) -> Path:
