@@ -64,6 +64,9 @@ ApiKeyOpt = Annotated[Optional[str], typer.Option(
                       "never written to the run.")]
 ResumeOpt = Annotated[Optional[Path], typer.Option(
     help="Continue this stopped run: same workload, only the prompts without an ok record are sent.")]
+LabelOpt = Annotated[Optional[str], typer.Option(
+    help="Name of the run in tables, figures and reports (default: profile or engine and concurrency, "
+         "e.g. 'cpu-testbed c=1'); stored in the manifest.")]
 PowerOpt = Annotated[int, typer.Option(min=0, help="Sample device power (NVML GPUs, RAPL CPU packages) every N ms "
                                                   "during the measured requests; 0 = off.")]
 
@@ -91,6 +94,7 @@ class Common:
     power_sample_ms: int = 100
     faults: Faults | None = None
     allow_buffered: bool = False
+    label: str | None = None
 
     def options(self, base_url: str) -> RunOptions:
         faults = self.faults or Faults()
@@ -121,6 +125,9 @@ def _run(common: Common, workload: str, workload_options: dict, chat: bool = Fal
     from harness.run.resume import resumed_options
     from workloads.registry import config_of, entry, plan
 
+    from harness.run.label import checked_label
+
+    label = checked_label(common.label)
     resume = common.faults.resume if common.faults else None
     if resume is not None:
         defaults = {key: default(entry(workload).config, key) for key in workload_options}
@@ -131,7 +138,7 @@ def _run(common: Common, workload: str, workload_options: dict, chat: bool = Fal
         chosen = plan(workload, config, target.reduced, target.model_dir)
         run = run_workload(target, backend, chosen, common.options(target.base_url), common.results,
                            guard=common.guard, keep_prefix_cache=common.keep_prefix_cache, resume=resume,
-                           allow_buffered=common.allow_buffered)
+                           allow_buffered=common.allow_buffered, label=label)
     print(format_run_summary(Run.load(run.path)))
 
 
@@ -162,12 +169,12 @@ def run_synthetic(
     progress: ProgressOpt = True, power_sample_ms: PowerOpt = 100,
     max_errors: MaxErrorsOpt = None, first_token_timeout: FirstTokenOpt = None, request_deadline: DeadlineOpt = None,
     unreachable_grace: GraceOpt = default(R, "unreachable_grace_s"), api_key: ApiKeyOpt = None,
-    resume: ResumeOpt = None,
+    resume: ResumeOpt = None, label: LabelOpt = None,
 ) -> None:
     """Synthetic decode: random-token prompts, fixed output length, greedy, ignore_eos."""
     faults = Faults(max_errors, first_token_timeout, request_deadline, unreachable_grace, api_key, resume)
     common = Common(server, profile, model, guard, backend, served_model, warmup, concurrency, results,
-                    request_timeout, progress, keep_prefix_cache, power_sample_ms, faults, allow_buffered)
+                    request_timeout, progress, keep_prefix_cache, power_sample_ms, faults, allow_buffered, label)
     _run(common, "synthetic", {"num_prompts": num_prompts, "input_tokens": input_tokens,
                                "output_tokens": output_tokens, "seed": seed, "salt": salt, "tokenizer": tokenizer})
 
@@ -194,13 +201,13 @@ def run_gsm8k(
     progress: ProgressOpt = True, power_sample_ms: PowerOpt = 100,
     max_errors: MaxErrorsOpt = None, first_token_timeout: FirstTokenOpt = None, request_deadline: DeadlineOpt = None,
     unreachable_grace: GraceOpt = default(R, "unreachable_grace_s"), api_key: ApiKeyOpt = None,
-    resume: ResumeOpt = None,
+    resume: ResumeOpt = None, label: LabelOpt = None,
 ) -> None:
     """GSM8K: five-shot chain-of-thought, published sampling; accuracy and speed from the same requests."""
     faults = Faults(max_errors, first_token_timeout, request_deadline, unreachable_grace, api_key, resume)
     common = Common(server, profile, model, guard, backend, served_model, warmup, concurrency, results,
                     request_timeout, progress, power_sample_ms=power_sample_ms, faults=faults,
-                    allow_buffered=allow_buffered)
+                    allow_buffered=allow_buffered, label=label)
     _run(common, "gsm8k", {"limit": limit, "offset": offset, "shuffle": shuffle, "shuffle_seed": shuffle_seed,
                            "shot_seed": shot_seed, "chat": chat, "source": source, "temperature": temperature,
                            "top_p": top_p, "top_k": top_k, "max_new_tokens": max_new_tokens,

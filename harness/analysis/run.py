@@ -25,7 +25,8 @@ from harness.metrics.summary import ok_requests, summarize_derived
 from harness.metrics.values import floats
 from harness.power.sampler import load_power_samples
 from harness.records.requests import load_requests
-from harness.records.rundir import engine_and_api, load_manifest
+from harness.records.rundir import engine_and_api, load_manifest, seen_status
+from harness.run.label import concurrency_of, run_label
 from workloads import Scorer
 from workloads.registry import scorer_for
 
@@ -71,8 +72,27 @@ class Run:
 
     @property
     def label(self) -> str:
-        """How figures and tables name the run: its run_id and its scale."""
-        return f"{self.run_id} ({self.scale_note})"
+        """The run's label (`--label`), else the one derived from profile and options
+        (harness.run.label), also for runs recorded before labels existed."""
+        return run_label(self.manifest)
+
+    @property
+    def caption(self) -> str:
+        """How a run is named wherever it appears: label, concurrency (unless the label states it),
+        REDUCED SCALE on the test bed, and status, e.g. `cpu-testbed c=1 · REDUCED SCALE · complete`."""
+        concurrency = "c=n/a" if self.concurrency is None else f"c={self.concurrency}"
+        parts = [self.label, *([] if concurrency in self.label.split() else [concurrency]),
+                 *(["REDUCED SCALE"] if self.reduced_scale else []), self.status]
+        return " · ".join(parts)
+
+    @property
+    def concurrency(self) -> int | None:
+        return concurrency_of(self.manifest)
+
+    @property
+    def status(self) -> str:
+        """How the run ended (`complete`, `interrupted`, `failed`), or `running` / `stale`."""
+        return seen_status(self.manifest)
 
     @property
     def engine_and_api(self) -> tuple[str | None, str | None]:

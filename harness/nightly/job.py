@@ -31,11 +31,12 @@ LOAD_METRICS = ("other_cpu_share", "steal_share", "loadavg_1m", "tpot_client_ser
 
 
 def run_workloads(config: NightlyConfig, names: list[str] | None = None,
-                  launch: tuple[str, Path | None] | None = None) -> dict[str, Path]:
+                  launch: tuple[str, Path | None] | None = None, role: str = "nightly") -> dict[str, Path]:
     """Run the configured workloads (or those `names`) on one server, each with its host load.
 
     The server is config.server, else `launch` = (profile, model) launched for the call (default:
-    the config's profile and model).
+    the config's profile and model). Each run's label is its derived one and `role` (nightly,
+    rerun, baseline config), so the night's report tells the runs apart.
     """
     from harness.run.bench import backend_for, run_workload, target_server
     from harness.run.runner import RunOptions
@@ -53,7 +54,8 @@ def run_workloads(config: NightlyConfig, names: list[str] | None = None,
             meter.start()
             run = run_workload(target, backend, make, options, config.runs_dir)
             load = meter.stop().to_dict()
-            run.update(host_load={**load, "tpot_client_server_gap": tpot_gap(Run.load(run.path).derived)})
+            run.update(host_load={**load, "tpot_client_server_gap": tpot_gap(Run.load(run.path).derived)},
+                       label=f"{run.manifest['label']} {role}")
             runs[spec.name] = run.path
     return runs
 
@@ -88,8 +90,8 @@ def confirmation_attempt(config: NightlyConfig, workload: str, baseline_dir: str
     relaunch = relaunchable_baseline(config, baseline_dir)
 
     def attempt() -> Attempt:
-        fresh = run_workloads(config, [workload], relaunch)[workload] if relaunch else None
-        rerun = run_workloads(config, [workload])[workload]
+        fresh = run_workloads(config, [workload], relaunch, "baseline config")[workload] if relaunch else None
+        rerun = run_workloads(config, [workload], role="rerun")[workload]
         _, table = gate(config, fresh or baseline_dir, rerun)
         runs = (fresh, rerun) if fresh else (rerun,)
         return Attempt(runs=runs, table=table, busy=busy(config, *runs))

@@ -25,6 +25,7 @@ from harness.guard.preflight import prefix_cache_report, startup_guard
 from harness.guard.profiles import Profile, load_profile
 from harness.records.rundir import SCALE_LABEL, RunDir, new_run_id
 from harness.run.embedded import DEFAULT_PROFILE, EmbeddedServer, embedded_server
+from harness.run.label import default_label
 from harness.run.resume import check_same_spec, done_prompts
 from harness.run.runner import RunAborted, RunOptions, execute, snapshot_server
 from harness.secrets import redact
@@ -111,6 +112,7 @@ def run_workload(
     keep_prefix_cache: bool = False,
     resume: Path | None = None,
     allow_buffered: bool = False,
+    label: str | None = None,
 ) -> RunDir:
     """Snapshot the server, guard it, build the workload, record every request, then check.
 
@@ -119,7 +121,8 @@ def run_workload(
     and one that began with the same token would serve that token from its cache. With `resume`,
     the run at that path is continued (`harness.run.resume`) instead of a new one created.
     `allow_buffered` measures even when the guard's canary does not stream its decode; the
-    manifest records it.
+    manifest records it. `label` names the run (default: `harness.run.label.default_label`); a
+    resumed run keeps the label it was given.
     """
     snapshot = snapshot_server(backend, target.base_url, options.headers)
     guard_record = _startup_guard(target, backend, snapshot, guard, options.headers, allow_buffered)
@@ -127,6 +130,7 @@ def run_workload(
     spec = workload.spec()
     manifest = run_manifest(target, backend, snapshot, spec, plan, options) | {"guard": guard_record}
     manifest["allow_buffered"] = allow_buffered
+    manifest["label"] = label or default_label(manifest)
     uncached = bool(spec.get("requires_uncached_prompts")) and not keep_prefix_cache
     options = options.model_copy(update={"flush_prefix_cache": uncached})
     if resume is None:

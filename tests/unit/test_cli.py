@@ -41,3 +41,9 @@ def test_an_unknown_profile_is_one_line():
     done = _cli("check", "--profile", "nope", "--server", "http://127.0.0.1:9")
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "unknown profile 'nope'" in done.stderr
+
+
+def test_a_bad_label_is_one_line_before_any_server_starts():
+    done = _cli("run", "gsm8k", "--server", "http://127.0.0.1:9", "--label", "two\nlines")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["sparkbench: --label 'two\\nlines': give one line of 1 to 80 characters"]

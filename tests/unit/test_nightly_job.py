@@ -25,7 +25,7 @@ def _fake_night(monkeypatch, tmp_path):
     """run_workloads and gate replaced by fakes that record what they were asked to do."""
     calls = []
 
-    def run_workloads(config, names=None, launch=None):
+    def run_workloads(config, names=None, launch=None, role="nightly"):
         calls.append(("run", launch))
         return {"synthetic": _run_dir(tmp_path, f"run{len(calls)}", host_load={"other_cpu_share": 0.5})}
 

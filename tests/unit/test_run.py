@@ -53,7 +53,7 @@ def test_a_folder_that_is_no_run_fails_on_load(tmp_path):
 def test_reduced_scale_is_a_flag_and_old_labels_still_count(manifest, reduced):
     run = Run("/nowhere", {"run_id": "r", "workload": {"name": "synthetic"}, **manifest})
     assert run.reduced_scale is reduced
-    assert ("REDUCED SCALE CPU test bed" in run.label) is reduced
+    assert ("REDUCED SCALE" in run.caption) is reduced
 
 
 def _plan(count: int) -> Plan:
