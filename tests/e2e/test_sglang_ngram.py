@@ -102,9 +102,36 @@ def test_batch_of_three_decodes_the_same_tokens_as_batch_one(batch1_run, batch3_
     assert alone == together
 
 
-def test_speculation_decodes_the_same_tokens_as_plain_decoding(batch1_run, sglang_server, tmp_path):
-    done = sparkbench(*synthetic_args(sglang_server, tmp_path, PROMPTS, INPUT, OUTPUT, *SAME_PROMPTS))
-    assert done.returncode == 0, done.stderr
-    plain = pd.read_parquet(only_run_dir(tmp_path) / "requests.parquet")
-    speculative = {row.prompt_id: list(row.output_ids) for row in batch1_run[1].itertuples()}
-    assert {row.prompt_id: list(row.output_ids) for row in plain.itertuples()} == speculative
+@pytest.fixture(scope="module")
+def plain_run(sglang_server, tmp_path_factory):
+    """The same prompts on the plain test-bed server (same model, no speculation)."""
+    return _run(sglang_server, tmp_path_factory.mktemp("plain"), 1)
+
+
+def test_speculation_decodes_the_same_tokens_as_plain_decoding(batch1_run, plain_run):
+    plain = {row.prompt_id: list(row.output_ids) for row in plain_run[1].itertuples()}
+    assert plain == {row.prompt_id: list(row.output_ids) for row in batch1_run[1].itertuples()}
+
+
+def _server_decode_ms(derived: pd.DataFrame) -> pd.Series:
+    """SGLang's own decode time per request, read raw: `e2e_latency - first_token_latency`, in ms."""
+    return pd.Series([(m["e2e_latency"] - m["first_token_latency"]) * 1000 for m in _meta(derived)])
+
+
+def test_verify_cost_ratio_from_sglang_own_timings(plain_run, batch1_run):
+    """NGRAM against the same model without speculation. With the servers' own timings the ratio is
+    one verify round (SGLang's `spec_verify_ct` counts them) over one plain decode step, both read
+    raw from `meta_info`; tokens per round is SGLang's own count too."""
+    from harness.analysis.compare import compare_runs
+
+    (plain_dir, plain), (spec_dir, spec) = plain_run, batch1_run
+    table = compare_runs([plain_dir, spec_dir]).set_index(["run_id", "metric", "stat"])["value"]
+    spec_id = json.loads((spec_dir / "manifest.json").read_text())["run_id"]
+    verify_rounds = sum(m["spec_verify_ct"] for m in _meta(spec))
+    plain_step = _server_decode_ms(plain).sum() / (plain["completion_tokens"] - 1).sum()
+    verify_round = _server_decode_ms(spec).sum() / verify_rounds
+    assert table[(spec_id, "verify_cost_ratio", "server_timings")] == pytest.approx(verify_round / plain_step, rel=1e-9)
+    timed = ~spec["stream_flagged"].to_numpy(dtype=bool)  # the client's figures leave flagged streams out
+    per_round = (spec["completion_tokens"][timed] - 1).sum() / spec["verify_rounds"][timed].sum()
+    assert table[(spec_id, "decode_tokens_per_round", "value")] == pytest.approx(per_round, rel=1e-12)
+    assert table[(spec_id, "verify_cost_ratio", "value")] > 0  # the client's own figure stands beside it
