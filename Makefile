@@ -18,7 +18,7 @@ SERVER_FLAG := $(if $(SERVER),--server $(SERVER),)
 # the test-bed model it serves on first use, so a benchmark does not wait for the other variants.
 EMBEDDED_DEPS := $(if $(SERVER),,env-sglang)
 
-.PHONY: help setup lock lock-upgrade env-sglang env-vllm model llamacpp testbed bench-synthetic bench-gsm8k test test-unit test-e2e clean
+.PHONY: help setup setup-ray lock lock-upgrade env-sglang env-vllm model llamacpp testbed bench-synthetic bench-gsm8k test test-unit test-e2e clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -28,11 +28,20 @@ $(UV):
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --target $(UV_DIR).partial uv==$(UV_VERSION)
 	mv $(UV_DIR).partial $(UV_DIR)
 
+# Ray (the `ray` extra, about 200 MB) is left out of `setup`; `setup-ray` adds it for `sparkbench sweep
+# --ray` and the test tier. Its stamp is newer than the harness's, so `setup` afterwards keeps Ray.
+SYNC := $(UV) sync --quiet --locked --all-extras --compile-bytecode --python $(PYTHON)
 $(BIN)/sparkbench: pyproject.toml uv.lock | $(UV)
-	$(UV) sync --quiet --locked --all-extras --compile-bytecode --python $(PYTHON)
+	$(SYNC) --no-extra ray
 	@touch $@
 
+$(VENV)/.ray: $(BIN)/sparkbench
+	$(SYNC)
+	@touch $@ $(BIN)/sparkbench
+
 setup: $(BIN)/sparkbench ## Create .venv with the harness and its test tools, exactly as uv.lock pins them
+
+setup-ray: $(VENV)/.ray ## Add Ray to .venv (sparkbench sweep --ray, and the sweep's end-to-end test)
 
 lock: | $(UV) ## Update uv.lock after a change to pyproject.toml's dependencies (other pins stay)
 	$(UV) lock
@@ -67,7 +76,7 @@ NIGHTLY_CONFIG ?= docs/nightly/nightly.yaml
 nightly: setup $(EMBEDDED_DEPS) ## Nightly regression job (NIGHTLY_CONFIG=..., SERVER=URL): exit 0 pass, 1 regression, 2 could not run, 3 inconclusive
 	$(BIN)/sparkbench nightly --config $(NIGHTLY_CONFIG) $(SERVER_FLAG)
 
-test: setup testbed ## Unit tests and end-to-end tests against real SGLang and vLLM servers
+test: setup-ray testbed ## Unit tests and end-to-end tests against real SGLang and vLLM servers
 	$(BIN)/python -m pytest
 
 test-unit: setup ## Unit tests only (no servers)

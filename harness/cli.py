@@ -386,6 +386,46 @@ def nightly(
     raise typer.Exit(run_night(settings, pin=pin_baseline))
 
 
+@app.command("sweep")
+def sweep(
+    config: Annotated[Optional[Path], typer.Option(help="Sweep YAML config (see docs/sweeps.md); "
+                                                        "or give the matrix with the flags below.")] = None,
+    concurrency: Annotated[Optional[str], typer.Option(help="Concurrency levels, comma-separated [1,2,4,8].")] = None,
+    server: Annotated[Optional[list[str]], typer.Option(help="A server URL; repeat for several configurations.")] = None,
+    profile: Annotated[Optional[list[str]], typer.Option(help="A profile (checked on the --server of the same "
+                                                              "position, else launched); repeatable.")] = None,
+    workload: Annotated[str, typer.Option(help="synthetic or gsm8k.")] = "synthetic",
+    num_prompts: Annotated[Optional[int], bound(S, "num_prompts")] = None,
+    input_tokens: Annotated[Optional[int], bound(S, "input_tokens")] = None,
+    output_tokens: Annotated[Optional[int], bound(S, "output_tokens")] = None,
+    tokenizer: Annotated[Optional[Path], bound(S, "tokenizer")] = None,
+    limit: Annotated[Optional[int], bound(G, "limit")] = None,
+    max_new_tokens: Annotated[Optional[int], bound(G, "max_new_tokens")] = None,
+    name: Annotated[Optional[str], typer.Option(help="Sweep name, the start of its folder's [sweep].")] = None,
+    baseline: Annotated[Optional[str], typer.Option(help="Configuration the speed-ups are against [the first].")] = None,
+    results: Annotated[Optional[Path], typer.Option(help="Folder that receives <name>-<time>/ [results/sweeps].")] = None,
+    warmup: Annotated[Optional[int], typer.Option(min=0, help="Warm-up requests per cell [1].")] = None,
+    guard: Annotated[Optional[bool], typer.Option("--guard/--no-guard", help="Check servers against profiles.")] = None,
+    ray: Annotated[Optional[str], typer.Option(help="Run the cells as tasks on this Ray cluster (auto, HOST:PORT, "
+                                                    "ray://HOST:PORT, or local); needs the `ray` extra.")] = None,
+    resume: Annotated[Optional[Path], typer.Option(help="Continue this sweep folder: only unfinished cells run.")] = None,
+) -> None:
+    """A matrix of configurations x workloads x concurrency levels; each cell an ordinary run.
+    Exit 0 when every cell completed, 1 when a cell failed (recorded; --resume retries it), 2 bad input."""
+    from harness.sweep.outputs import print_sweep
+    from harness.sweep.run import execute
+    from harness.sweep.setup import open_sweep
+
+    matrix = {"concurrency": concurrency, "server": server, "profile": profile, "workload": workload,
+              "options": {"num_prompts": num_prompts, "input_tokens": input_tokens, "output_tokens": output_tokens,
+                          "tokenizer": tokenizer, "limit": limit, "max_new_tokens": max_new_tokens}}
+    settings = {"name": name, "baseline": baseline, "results": results, "warmup": warmup, "guard": guard}
+    opened, address = open_sweep(config, resume, matrix, settings, ray)
+    status = execute(opened, address)
+    print_sweep(opened)
+    raise typer.Exit(0 if status == "complete" else 1)
+
+
 def _terminate_as_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt  # SIGTERM ends a run like Ctrl-C: records kept, servers stopped
 

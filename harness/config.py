@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import annotated_types
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.errors import SparkbenchError
@@ -66,3 +67,17 @@ def bounds(model: type[BaseModel], field: str) -> dict[str, float]:
         elif isinstance(rule, annotated_types.Le):
             found["max"] = rule.le
     return found
+
+
+def load_yaml_config(model: type[Model], path: Path, what: str, overrides: Mapping[str, Any] = {}) -> Model:
+    """`model` validated from the YAML file at `path` (`what` names it in errors), with the
+    `overrides` that are not None laid over the file's top-level keys."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except FileNotFoundError as exc:
+        raise SparkbenchError(f"{what} {path} does not exist") from exc
+    except yaml.YAMLError as exc:
+        raise SparkbenchError(f"{what} {path} is not valid YAML: {exc}") from exc
+    if isinstance(data, dict):
+        data.update({key: value for key, value in overrides.items() if value is not None})
+    return validated(model, data, f"{what} {path}")

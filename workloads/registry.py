@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.config import validated
+from pydantic import Field, model_validator
+
+from harness.config import StrictModel, validated
 from harness.errors import SparkbenchError
 from workloads import Plan, Scorer, Workload, WorkloadConfig
 from workloads.gsm8k import GSM8KConfig
@@ -79,3 +81,16 @@ def plan(name: str, config: WorkloadConfig, reduced: bool, model_dir: Path | Non
 def build(name: str, options: dict[str, Any], reduced: bool, model_dir: Path | None) -> Plan:
     """`plan` of the options validated by the workload's config."""
     return plan(name, config_of(name, options), reduced, model_dir)
+
+
+class NamedWorkload(StrictModel):
+    """A workload as a config file names it: its registered name and options (validated by its
+    config when the file is read, so a typo fails before any server starts)."""
+
+    name: str
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _options_fit_the_workload(self) -> NamedWorkload:
+        config_of(self.name, self.options)  # raises a SparkbenchError naming each bad option
+        return self

@@ -9,31 +9,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
-from harness.config import PathText, StrictModel, validated
-from harness.errors import SparkbenchError
+from harness.config import PathText, StrictModel, load_yaml_config
 from harness.metrics.catalogue import CATALOGUE, default_thresholds
 from harness.nightly.settle import DEFAULT_BUSY_LIMITS
-from workloads.registry import config_of
+from workloads.registry import NamedWorkload
 
 DEFAULT_THRESHOLDS = default_thresholds()
 # A night's default: a reduced synthetic set and a 20-question GSM8K subset.
 DEFAULT_WORKLOADS = [{"name": "synthetic", "options": {"num_prompts": 8, "input_tokens": 1024, "output_tokens": 128}},
                      {"name": "gsm8k", "options": {"limit": 20, "max_new_tokens": 64}}]
-
-
-class NightlyWorkload(StrictModel):
-    """One workload of a night: its registered name and options (validated by its config)."""
-
-    name: str
-    options: dict[str, Any] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _options_fit_the_workload(self) -> NightlyWorkload:
-        config_of(self.name, self.options)  # raises a SparkbenchError naming each bad option
-        return self
 
 
 def _over_defaults(given: dict[str, float], defaults: dict[str, float], known: Any, error: str) -> dict[str, float]:
@@ -52,7 +38,7 @@ class NightlyConfig(StrictModel):
     profile: str | None = None
     model: PathText | None = None
     backend: str = "auto"
-    workloads: list[NightlyWorkload] = Field(default_factory=lambda: [NightlyWorkload(**w) for w in DEFAULT_WORKLOADS])
+    workloads: list[NamedWorkload] = Field(default_factory=lambda: [NamedWorkload(**w) for w in DEFAULT_WORKLOADS])
     thresholds: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
     warmup: int = Field(1, ge=0)
     alpha: float = Field(0.05, gt=0.0, lt=1.0)
@@ -81,12 +67,4 @@ class NightlyConfig(StrictModel):
 
 def load_config(path: Path, **overrides: Any) -> NightlyConfig:
     """Read a nightly YAML config; command-line overrides (not None) win."""
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except FileNotFoundError as exc:
-        raise SparkbenchError(f"nightly config {path} does not exist") from exc
-    except yaml.YAMLError as exc:
-        raise SparkbenchError(f"nightly config {path} is not valid YAML: {exc}") from exc
-    if isinstance(data, dict):
-        data.update({key: value for key, value in overrides.items() if value is not None})
-    return validated(NightlyConfig, data, f"nightly config {path}")
+    return load_yaml_config(NightlyConfig, path, "nightly config", overrides)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 
 COMMANDS = [["run", "synthetic"], ["run", "gsm8k"], ["summarize"], ["compare"], ["report"], ["profiles"],
-            ["serve"], ["check"], ["nightly"], ["agree"]]
+            ["serve"], ["check"], ["nightly"], ["agree"], ["sweep"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)

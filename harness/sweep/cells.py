@@ -1,0 +1,104 @@
+"""Running cells through the ordinary run path (`harness.run.bench`), wherever they execute.
+
+`run_configuration` attaches to (or launches) one configuration's server once and runs the given
+cells on it in order; each cell is one `run_workload` call whose run directory lands in the cell's
+own folder. A cell that already has an unfinished run there is continued (`--resume` of single
+runs), never started afresh. A failing cell becomes a `CellOutcome` and the next cell runs.
+The same function runs locally and inside a Ray task (`harness.sweep.on_ray`).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.errors import SparkbenchError
+from harness.records.rundir import load_manifest, seen_status
+from harness.sweep.config import Configuration, SweepConfig
+from harness.sweep.sweepdir import COMPLETE, Cell, CellOutcome
+
+Report = Callable[[CellOutcome], None]
+STOP_ASKED = ("stop asked", "stopped by Ctrl-C")  # how a run that Ctrl-C or SIGTERM ended says so
+
+
+class SweepStopped(SparkbenchError):
+    """Ctrl-C or SIGTERM ended a cell: the sweep stops too (`--resume` continues it)."""
+
+    exit_code = 1
+
+
+def run_configuration(configuration: Configuration, cells: list[tuple[Cell, Path]], settings: SweepConfig,
+                      report: Report) -> None:
+    """Run `cells` (each with the folder of its run directory) on the configuration's server.
+
+    A server that cannot be reached or launched fails every cell given, each recorded.
+    """
+    from harness.run.bench import backend_for, target_server
+
+    remaining = list(cells)
+    try:
+        with target_server(configuration.server, configuration.profile, configuration.model) as target:
+            backend = backend_for(target, configuration.backend)
+            while remaining:
+                cell, root = remaining.pop(0)
+                outcome = run_cell(target, backend, cell, root, settings)
+                report(outcome)
+                if outcome.status != COMPLETE and (outcome.error or "").startswith(STOP_ASKED):
+                    raise SweepStopped(f"cell {cell.cell_id}: {outcome.error}")
+    except SweepStopped:
+        raise
+    except (SparkbenchError, OSError) as exc:
+        for cell, root in remaining:
+            report(CellOutcome(cell.cell_id, "failed", _run_dir(root), f"server {configuration.name}: {exc}"))
+
+
+def run_cell(target, backend, cell: Cell, root: Path, settings: SweepConfig) -> CellOutcome:
+    """One cell: a new run in `root`, or the continuation of the unfinished run there."""
+    from harness.run.bench import run_workload
+    from harness.run.runner import RunOptions
+    from harness.secrets import api_key, auth_headers
+    from workloads.registry import plan
+
+    existing = _run_dir(root)
+    if existing is not None and seen_status(load_manifest(Path(existing))) == COMPLETE:
+        return CellOutcome(cell.cell_id, COMPLETE, existing)
+    print(f"sweep: cell {cell.cell_id}{' (resumed)' if existing else ''}", file=sys.stderr, flush=True)
+    try:
+        config = _workload_config(cell, existing)
+        options = RunOptions(base_url=target.base_url, warmup=settings.warmup, concurrency=cell.concurrency,
+                             request_timeout_s=settings.request_timeout_s, show_progress=False,
+                             headers=auth_headers(api_key()))
+        chosen = plan(cell.workload.name, config, target.reduced, target.model_dir)
+        run = run_workload(target, backend, chosen, options, root, guard=settings.guard,
+                           resume=Path(existing) if existing else None)
+    except (SparkbenchError, OSError) as exc:
+        return CellOutcome(cell.cell_id, _failed_status(root), _run_dir(root), str(exc).splitlines()[0])
+    return CellOutcome(cell.cell_id, run.manifest["status"], str(run.path))
+
+
+def _workload_config(cell: Cell, existing: str | None):
+    """The cell's workload config; a continued run keeps the options it began with (its salt too)."""
+    from harness.run.resume import resumed_options
+    from workloads.registry import config_of, entry
+
+    options = dict(cell.workload.options)
+    if existing is not None:
+        fields = entry(cell.workload.name).config.model_fields
+        defaults = {key: field.default for key, field in fields.items()}
+        options = resumed_options(Path(existing), cell.workload.name, {**dict.fromkeys(fields), **options}, defaults)
+    return config_of(cell.workload.name, options)
+
+
+def _run_dir(root: Path) -> str | None:
+    """The run directory in a cell's folder (the latest, should there be several), or None."""
+    found = sorted(path.parent for path in Path(root).glob("*/manifest.json"))
+    return str(found[-1]) if found else None
+
+
+def _failed_status(root: Path) -> str:
+    """How a cell that raised ended: `interrupted` when its run says so (stopped, server gone),
+    else `failed` (no run began, or the run failed, or it ended and then failed the guard)."""
+    existing = _run_dir(root)
+    seen = None if existing is None else seen_status(load_manifest(Path(existing)))
+    return "interrupted" if seen in ("interrupted", "stale") else "failed"

@@ -1,0 +1,45 @@
+"""From the command line to a sweep folder: a new sweep from a config file or from flags, or the
+sweep that `--resume` continues. Every problem is one line before anything runs (exit 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.errors import SparkbenchError
+from harness.run.embedded import DEFAULT_PROFILE
+from harness.sweep.config import config_from_flags, load_sweep_config
+from harness.sweep.sweepdir import SweepDir
+
+
+def concurrency_levels(text: str | None) -> list[int] | None:
+    """`1,2,4,8` as a list of integers (None when not given)."""
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise SparkbenchError(f"--concurrency {text!r}: give integers separated by commas, e.g. 1,2,4,8") from exc
+
+
+def open_sweep(config: Path | None, resume: Path | None, matrix: dict[str, Any], settings: dict[str, Any],
+               ray: str | None) -> tuple[SweepDir, str | None]:
+    """(the sweep to run, the Ray address or None). `matrix`: the flags that declare cells
+    (concurrency, server, profile, workload, options); `settings`: the flags of how they run."""
+    levels = concurrency_levels(matrix["concurrency"])
+    declared = levels is not None or bool(matrix["server"]) or bool(matrix["profile"]) \
+        or any(value is not None for value in matrix["options"].values())
+    if resume is not None:
+        if config is not None or declared or any(v is not None for v in settings.values()):
+            raise SparkbenchError("--resume continues a sweep as it was declared: give no config, matrix or settings")
+        sweep = SweepDir.load(resume)
+        return sweep, ray or sweep.config.ray.address
+    if config is not None:
+        if declared:
+            raise SparkbenchError("give the matrix in the --config file or with flags, not both")
+        chosen = load_sweep_config(config, **settings)
+    else:
+        profiles = matrix["profile"] or ([] if matrix["server"] else [DEFAULT_PROFILE])
+        chosen = config_from_flags(matrix["server"] or [], profiles, matrix["workload"], matrix["options"],
+                                   concurrency=levels, **settings)
+    return SweepDir.create(chosen), ray or chosen.ray.address

@@ -1,0 +1,139 @@
+"""The sweep folder `results/sweeps/<sweep_id>/`: its manifest `sweep.json`, and one folder per cell.
+
+Each cell `cells/<cell_id>/` holds the cell's ordinary run directory (made by the run path,
+`harness.run.bench`), so `sparkbench summarize`, `compare` and `report` read cells like any run.
+The manifest holds the resolved config, provenance, and each cell's status, run directory and
+error; only the process that drives the sweep writes it, after each cell, atomically. The sweep's
+folder is named `sweep.json`, not `manifest.json`, so nothing takes the sweep for a run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.errors import SparkbenchError, describe_os_error
+from harness.records.rundir import git_commit, host_facts, utc_now, utc_stamp
+from harness.secrets import redact, redact_argv
+from harness.sweep.config import Configuration, SweepConfig
+from workloads.registry import NamedWorkload
+
+SWEEP_MANIFEST = "sweep.json"
+PENDING, COMPLETE = "pending", "complete"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the matrix: a configuration, a workload, a concurrency level."""
+
+    configuration: Configuration
+    workload: NamedWorkload
+    concurrency: int
+
+    @property
+    def cell_id(self) -> str:
+        return f"{self.configuration.name}.{self.workload.name}.c{self.concurrency}"
+
+
+@dataclass(frozen=True)
+class CellOutcome:
+    """How a cell ended: its run's status (`complete`, `failed`, `interrupted`), its run directory
+    (None when the run never began) and the error, in one line."""
+
+    cell_id: str
+    status: str
+    run_dir: str | None = None
+    error: str | None = None
+
+
+def cells_of(config: SweepConfig) -> list[Cell]:
+    """Every cell, configuration by configuration, then workload, then rising concurrency."""
+    return [Cell(c, w, level) for c in config.configurations for w in config.workloads for level in config.concurrency]
+
+
+class SweepDir:
+    """A sweep folder and its manifest."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any]) -> None:
+        self.path, self.manifest = Path(path), manifest
+        self.config = SweepConfig.model_validate(manifest["config"], strict=False)
+
+    @classmethod
+    def create(cls, config: SweepConfig) -> SweepDir:
+        path = Path(config.results) / f"{config.name}-{utc_stamp()}"
+        try:
+            (path / "cells").mkdir(parents=True, exist_ok=False)
+        except OSError as exc:
+            raise SparkbenchError(f"cannot create sweep folder {path}: {describe_os_error(exc)}") from exc
+        cells = {cell.cell_id: {"configuration": cell.configuration.name, "workload": cell.workload.name,
+                                "concurrency": cell.concurrency, "status": PENDING, "run_dir": None, "error": None}
+                 for cell in cells_of(config)}
+        manifest = {"sweep_id": path.name, "sparkbench_version": __version__, "git": git_commit(),
+                    "host": host_facts(), "command_line": redact_argv(sys.argv),
+                    "started_at": utc_now(), "ended_at": None, "status": "running",
+                    "config": config.model_dump(mode="json"), "cells": cells}
+        sweep = cls(path, manifest)
+        sweep.save()
+        return sweep
+
+    @classmethod
+    def load(cls, path: Path | str) -> SweepDir:
+        file = Path(path) / SWEEP_MANIFEST
+        try:
+            manifest = json.loads(file.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise SparkbenchError(f"{path}: no {SWEEP_MANIFEST}; is this a sweep folder?") from exc
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SparkbenchError(f"{file}: not valid JSON; the file is corrupt") from exc
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("cells"), dict) or "config" not in manifest:
+            raise SparkbenchError(f"{file}: not a sweep manifest (it needs `config` and `cells`); the file is corrupt")
+        return cls(Path(path), manifest)
+
+    def cell_root(self, cell: Cell) -> Path:
+        """The folder that receives the cell's run directory."""
+        return self.path / "cells" / cell.cell_id
+
+    def unfinished(self) -> list[Cell]:
+        """The cells not yet complete, in matrix order: what a run or `--resume` sends."""
+        return [c for c in cells_of(self.config) if self.manifest["cells"][c.cell_id]["status"] != COMPLETE]
+
+    def record(self, outcome: CellOutcome) -> None:
+        """Store how a cell ended (run directory relative to the sweep folder) and save at once."""
+        entry = asdict(outcome)
+        run_dir = entry.pop("run_dir")
+        entry.pop("cell_id")
+        relative = None if run_dir is None else Path(run_dir).resolve().relative_to(self.path.resolve()).as_posix()
+        self.manifest["cells"][outcome.cell_id].update(entry, run_dir=relative, ended_at=utc_now())
+        self.save()
+
+    def begin(self, executor: dict[str, Any]) -> None:
+        """Mark the sweep running (again, after `--resume`) under `executor` (local, or Ray and its address)."""
+        runs = [*self.manifest.get("runs", []), {"at": utc_now(), "executor": executor,
+                                                  "command_line": redact_argv(sys.argv)}]
+        self.manifest.update(status="running", ended_at=None, runs=runs)
+        self.save()
+
+    def finish(self) -> str:
+        """The sweep's status from its cells: complete when all are, else `incomplete`."""
+        statuses = [cell["status"] for cell in self.manifest["cells"].values()]
+        status = COMPLETE if all(s == COMPLETE for s in statuses) else "incomplete"
+        self.manifest.update(status=status, ended_at=utc_now())
+        self.save()
+        return status
+
+    def run_dirs(self) -> dict[str, Path]:
+        """cell_id -> run directory of every cell that has one."""
+        return {cell_id: self.path / entry["run_dir"] for cell_id, entry in self.manifest["cells"].items()
+                if entry.get("run_dir")}
+
+    def save(self) -> None:
+        tmp = self.path / (SWEEP_MANIFEST + ".tmp")
+        try:
+            tmp.write_text(redact(json.dumps(self.manifest, indent=2, sort_keys=True, default=str)), encoding="utf-8")
+            tmp.replace(self.path / SWEEP_MANIFEST)  # atomic: a reader never sees half a manifest
+        except OSError as exc:
+            raise SparkbenchError(f"cannot write {self.path / SWEEP_MANIFEST}: {describe_os_error(exc)}") from exc

@@ -1,0 +1,206 @@
+"""`sparkbench sweep`: the config, the local driver with a fake cell runner, resume, and the Ray
+driver's task graph against a fake Ray module."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.errors import SparkbenchError
+from harness.sweep import on_ray
+from harness.sweep.config import SweepConfig, config_from_flags
+from harness.sweep.outputs import write_outputs
+from harness.sweep.run import execute
+from harness.sweep.sweepdir import CellOutcome, SweepDir
+from harness.config import validated
+
+SYNTHETIC = {"name": "synthetic", "options": {"num_prompts": 4, "input_tokens": 32, "output_tokens": 8}}
+
+
+def _config(tmp_path: Path, **changes) -> SweepConfig:
+    data = {"results": str(tmp_path), "concurrency": [1, 2, 4],
+            "configurations": [{"name": "base", "server": "http://127.0.0.1:30000"},
+                               {"name": "fast", "server": "http://127.0.0.1:30001"}],
+            "workloads": [SYNTHETIC], **changes}
+    return validated(SweepConfig, data, "sweep config")
+
+
+def _fake_run(root: Path, cell, throughput: float, tpot: float) -> str:
+    """A complete run directory as the run path leaves it: manifest and long summary."""
+    path = root / f"run-{cell.cell_id}"
+    path.mkdir(parents=True)
+    (path / "manifest.json").write_text(json.dumps({"run_id": path.name, "workload": {"name": "synthetic"},
+                                                    "status": "complete", "reduced_scale": False}))
+    rows = [("output_throughput", "value", throughput, "tok/s"), ("tpot_ms", "p50", tpot, "ms"),
+            ("e2e_ms", "p95", tpot * 10, "ms"), ("ttft_ms", "p50", 5.0, "ms")]
+    pd.DataFrame([(path.name, "synthetic", *row) for row in rows],
+                 columns=["run_id", "workload", "metric", "stat", "value", "unit"]).to_csv(path / "summary.csv",
+                                                                                             index=False)
+    return str(path)
+
+
+class FakeRunner:
+    """Runs nothing: each cell 'measures' throughput that flattens past concurrency 2 while TPOT
+    climbs; the cells named in `failing` fail."""
+
+    def __init__(self, failing: set[str] = frozenset()) -> None:
+        self.failing, self.calls = set(failing), []
+
+    def __call__(self, configuration, cells, settings, report) -> None:
+        self.calls.append([cell.cell_id for cell, _ in cells])
+        for cell, root in cells:
+            if cell.cell_id in self.failing:
+                report(CellOutcome(cell.cell_id, "failed", None, "cannot reach the server"))
+                continue
+            speed = 2.0 if configuration.name == "fast" else 1.0
+            throughput = speed * 100 * min(cell.concurrency, 2) * (1.05 if cell.concurrency == 4 else 1.0)
+            report(CellOutcome(cell.cell_id, "complete", _fake_run(root, cell, throughput, 10.0 * cell.concurrency)))
+
+
+def test_config_names_each_problem_in_one_line(tmp_path):
+    with pytest.raises(SparkbenchError) as bad:
+        _config(tmp_path, concurrency=[2, 2], colour="red")
+    lines = str(bad.value).splitlines()
+    assert any("concurrency: concurrency levels must be distinct" in line for line in lines)
+    assert any("unknown keys colour" in line for line in lines)
+    with pytest.raises(SparkbenchError, match="baseline 'nope' is not a configuration"):
+        _config(tmp_path, baseline="nope")
+    with pytest.raises(SparkbenchError, match="configuration names must differ"):
+        _config(tmp_path, configurations=[{"profile": "cpu-testbed"}, {"profile": "cpu-testbed"}])
+    with pytest.raises(SparkbenchError, match="synthetic options: unknown keys limit"):
+        _config(tmp_path, workloads=[{"name": "synthetic", "options": {"limit": 3}}])
+
+
+def test_flags_pair_servers_with_profiles_and_name_configurations(tmp_path):
+    config = config_from_flags(["http://10.0.0.1:30000", "http://10.0.0.2:30000"], ["spark-baseline", "spark-mtp"],
+                               "synthetic", {"num_prompts": 4}, concurrency=[1, 8], results=tmp_path)
+    assert [c.name for c in config.configurations] == ["spark-baseline", "spark-mtp"]
+    assert config.configurations[1].server == "http://10.0.0.2:30000"
+    assert config_from_flags(["http://10.0.0.1:30000"], [], "gsm8k", {}).configurations[0].name == "10.0.0.1_30000"
+    with pytest.raises(SparkbenchError, match="give one profile per server"):
+        config_from_flags(["http://h:1"], ["a", "b"], "synthetic", {})
+
+
+def test_a_failing_cell_is_recorded_and_the_sweep_goes_on(tmp_path):
+    sweep = SweepDir.create(_config(tmp_path))
+    runner = FakeRunner(failing={"base.synthetic.c2"})
+    assert execute(sweep, runner=runner) == "incomplete"
+    assert runner.calls == [["base.synthetic.c1", "base.synthetic.c2", "base.synthetic.c4"],
+                            ["fast.synthetic.c1", "fast.synthetic.c2", "fast.synthetic.c4"]]
+    cells = SweepDir.load(sweep.path).manifest["cells"]
+    assert cells["base.synthetic.c2"] == {**cells["base.synthetic.c2"], "status": "failed", "run_dir": None,
+                                          "error": "cannot reach the server"}
+    assert cells["fast.synthetic.c4"]["run_dir"] == "cells/fast.synthetic.c4/run-fast.synthetic.c4"
+    summary = pd.read_csv(sweep.path / "summary.csv")
+    assert sorted(summary["cell_id"].unique()) == sorted(set(cells) - {"base.synthetic.c2"})
+
+
+def test_resume_runs_only_the_unfinished_cells(tmp_path):
+    sweep = SweepDir.create(_config(tmp_path))
+    execute(sweep, runner=FakeRunner(failing={"base.synthetic.c2", "fast.synthetic.c1"}))
+    again = FakeRunner()
+    assert execute(SweepDir.load(sweep.path), runner=again) == "complete"
+    assert again.calls == [["base.synthetic.c2"], ["fast.synthetic.c1"]]
+    assert len(SweepDir.load(sweep.path).manifest["runs"]) == 2
+
+
+def test_outputs_state_speedup_and_saturation(tmp_path):
+    sweep = SweepDir.create(_config(tmp_path))
+    execute(sweep, runner=FakeRunner())
+    html, tables, sentences = write_outputs(sweep)
+    speedup = tables["speedup"].set_index("concurrency")
+    assert speedup["throughput_speedup"].tolist() == pytest.approx([1.0, 1.0, 1.0])
+    assert speedup["tpot_speedup"].tolist() == pytest.approx([0.0, 0.0, 0.0])
+    assert sentences[0].startswith("base / synthetic: saturates at concurrency 2")
+    assert (sweep.path / "plots" / "sweep_throughput_vs_tpot.png").exists()
+    assert "saturates at concurrency 2" in html.read_text()
+
+
+class FakeRay:
+    """Ray's task API as the driver uses it: tasks run at once, in submission order; a task's
+    result ref is its index; `broken` task indexes raise on get (a worker that died)."""
+
+    def __init__(self, broken: set[int] = frozenset()) -> None:
+        self.tasks, self.broken, self.results, self.options = [], set(broken), {}, None
+
+    def remote(self, function):
+        fake = self
+
+        class Task:
+            def options(self, **options):
+                fake.options = options
+                return self
+
+            def remote(self, *args):
+                fake.tasks.append(args)
+                ref = len(fake.tasks) - 1
+                fake.results[ref] = function(*args)
+                return ref
+        return Task()
+
+    def wait(self, refs, num_returns):
+        return sorted(refs)[:num_returns], sorted(refs)[num_returns:]
+
+    def get(self, ref):
+        if ref in self.broken:
+            raise RuntimeError("worker died\ntraceback")
+        return self.results[ref]
+
+
+def test_ray_tasks_chain_the_cells_of_one_attached_server_and_record_lost_tasks(tmp_path):
+    shared = {"name": "again", "server": "http://127.0.0.1:30000"}
+    config = _config(tmp_path, concurrency=[1, 2], ray={"num_gpus": 1.0, "resources": {"h200": 1.0}},
+                     configurations=[{"name": "base", "server": "http://127.0.0.1:30000"}, shared,
+                                     {"name": "launched", "profile": "cpu-testbed"}])
+    sweep = SweepDir.create(config)
+    ray = FakeRay(broken={5})
+    on_ray.collect(ray, sweep, on_ray.submit(ray, sweep, FakeRunner()))
+    assert ray.options == {"num_cpus": 1.0, "num_gpus": 1.0, "resources": {"h200": 1.0}, "max_retries": 0}
+    after = [args[-1] for args in ray.tasks]
+    assert after == [None, 0, 1, 2, None, None]  # one server: one chain; launched cells are independent
+    cells = SweepDir.load(sweep.path).manifest["cells"]
+    assert cells["launched.synthetic.c2"]["status"] == "failed"
+    assert cells["launched.synthetic.c2"]["error"] == "Ray task: worker died"
+    assert cells["again.synthetic.c2"]["status"] == "complete"
+
+
+def test_a_task_whose_runner_raises_reports_a_failed_cell(tmp_path):
+    def broken(configuration, cells, settings, report):
+        raise ValueError("a bug")
+
+    sweep = SweepDir.create(_config(tmp_path))
+    cell = sweep.unfinished()[0]
+    outcome = on_ray.run_cell_task(cell, str(sweep.cell_root(cell)), sweep.config, broken)
+    assert outcome == CellOutcome(cell.cell_id, "failed", None, "ValueError: a bug")
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", "sweep", *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_cli_bad_input_is_one_line_and_exit_2(tmp_path):
+    config = tmp_path / "sweep.yaml"
+    config.write_text("configurations: [{server: 'http://h:1'}]\nworkloads: [{name: synthetic}]\nconcurrency: ['8']\n")
+    done = _cli("--config", str(config))
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"sparkbench: sweep config {config}: concurrency.0: Input should be a valid integer"
+    done = _cli("--config", str(config), "--concurrency", "1,2")
+    assert (done.returncode, done.stderr.strip()) == (2, "sparkbench: give the matrix in the --config file or "
+                                                         "with flags, not both")
+    done = _cli("--resume", str(tmp_path), "--concurrency", "1")
+    assert done.returncode == 2 and "--resume continues a sweep as it was declared" in done.stderr
+
+
+def test_cli_records_unreachable_servers_as_failed_cells_and_exits_1(tmp_path):
+    done = _cli("--server", "http://127.0.0.1:9", "--concurrency", "1,2", "--num-prompts", "2",
+                "--results", str(tmp_path))
+    assert done.returncode == 1, done.stderr
+    sweep = SweepDir.load(next(tmp_path.iterdir()))
+    assert [c["status"] for c in sweep.manifest["cells"].values()] == ["failed", "failed"]
+    assert "cannot reach http://127.0.0.1:9" in done.stdout
