@@ -71,7 +71,7 @@ def run_cell(target, backend, cell: Cell, root: Path, settings: SweepConfig) -> 
                              headers=auth_headers(api_key()))
         chosen = plan(cell.workload.name, config, target.reduced, target.model_dir)
         run = run_workload(target, backend, chosen, options, root, guard=settings.guard,
-                           resume=Path(existing) if existing else None)
+                           resume=Path(existing) if existing else None, label=cell.label)
     except (SparkbenchError, OSError) as exc:
         return CellOutcome(cell.cell_id, _failed_status(root), _run_dir(root), str(exc).splitlines()[0])
     return CellOutcome(cell.cell_id, run.manifest["status"], str(run.path))

@@ -38,6 +38,11 @@ class Cell:
     def cell_id(self) -> str:
         return f"{self.configuration.name}.{self.workload.name}.c{self.concurrency}"
 
+    @property
+    def label(self) -> str:
+        """The label of the cell's run (`--label` of single runs): configuration and concurrency."""
+        return f"{self.configuration.name} c={self.concurrency}"
+
 
 @dataclass(frozen=True)
 class CellOutcome:

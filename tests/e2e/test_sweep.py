@@ -36,6 +36,7 @@ def test_a_local_sweep_makes_one_ordinary_run_per_level_and_resume_sends_nothing
     for level in (1, 2):
         run = _cell_run(sweep, f"{name}.synthetic.c{level}")
         assert run.manifest["status"] == "complete" and run.manifest["options"]["concurrency"] == level
+        assert run.manifest["label"] == f"{name} c={level}"
         assert (run.requests["status"] == "ok").sum() == 2
         values = run.summary.set_index(["metric", "stat"])["value"]
         assert curves.loc[level, "output_tok_s"] == pytest.approx(values[("output_throughput", "value")])
