@@ -273,16 +273,21 @@ def report(
     model_config: ModelConfigOpt = None,
     peak_gbps: PeakOpt = None,
 ) -> None:
-    """One self-contained HTML report (and Markdown) with the tables and plots of the runs."""
+    """One self-contained HTML report (and Markdown) with the tables and plots of the runs; a sweep
+    folder's report (its curves, speed-ups and saturation) is rewritten inside the folder."""
     from harness.agree.report import is_agreement_run, write_report
     from harness.analysis.roofline import RooflineInputs
     from harness.report.report import build_report
+    from harness.sweep.outputs import is_sweep, sweep_report
 
     chosen = _runs_or_latest(runs, results, latest)
-    agreement = [d for d in chosen if is_agreement_run(d)]
+    sweeps = [d for d in chosen if is_sweep(d)]
+    if sweeps and len(sweeps) < len(chosen):
+        raise SparkbenchError("a sweep folder has its own report, written inside it: give sweeps without runs")
+    agreement = [d for d in chosen if not sweeps and is_agreement_run(d)]
     if agreement and len(agreement) < len(chosen):
         raise SparkbenchError("agreement runs (sparkbench agree) have their own report: give them without benchmark runs")
-    reports = [write_report(d, out / d.name) for d in agreement] or [
+    reports = [write_report(d, out / d.name) for d in agreement] or [sweep_report(d) for d in sweeps] or [
         build_report(chosen, out, baseline=baseline, inputs=RooflineInputs(model_config, peak_gbps))]
     for html, md in reports:
         print(f"report: {html}\nmarkdown: {md}")

@@ -19,7 +19,7 @@ from harness.sweep.config import Configuration, SweepConfig
 from harness.sweep.sweepdir import COMPLETE, Cell, CellOutcome
 
 Report = Callable[[CellOutcome], None]
-STOP_ASKED = ("stop asked", "stopped by Ctrl-C")  # how a run that Ctrl-C or SIGTERM ended says so
+STOP_ASKED = ("stop asked", "stopped by Ctrl-C")  # in the error of a run that Ctrl-C or SIGTERM ended
 
 
 class SweepStopped(SparkbenchError):
@@ -44,7 +44,7 @@ def run_configuration(configuration: Configuration, cells: list[tuple[Cell, Path
                 cell, root = remaining.pop(0)
                 outcome = run_cell(target, backend, cell, root, settings)
                 report(outcome)
-                if outcome.status != COMPLETE and (outcome.error or "").startswith(STOP_ASKED):
+                if outcome.status != COMPLETE and any(mark in (outcome.error or "") for mark in STOP_ASKED):
                     raise SweepStopped(f"cell {cell.cell_id}: {outcome.error}")
     except SweepStopped:
         raise

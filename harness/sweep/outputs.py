@@ -17,7 +17,7 @@ from harness.records.rundir import load_manifest
 from harness.report.sweep_plots import plot_sweep
 from harness.report.sweep_report import write_sweep_report
 from harness.sweep.run import SWEEP_SUMMARY, sweep_summary
-from harness.sweep.sweepdir import SweepDir
+from harness.sweep.sweepdir import SWEEP_MANIFEST, SweepDir
 
 
 def cells_table(sweep: SweepDir) -> pd.DataFrame:
@@ -56,6 +56,16 @@ def write_outputs(sweep: SweepDir) -> tuple[Path, dict[str, pd.DataFrame], list[
     html, _ = write_sweep_report(sweep.path, sweep.manifest["sweep_id"], tables, sentences, figures, reduced,
                                  sweep.config.baseline_name)
     return html, tables, sentences
+
+
+def is_sweep(folder: Path) -> bool:
+    return (Path(folder) / SWEEP_MANIFEST).exists()
+
+
+def sweep_report(folder: Path) -> tuple[Path, Path]:
+    """The sweep folder's tables, figures and report written again (`sparkbench report SWEEP_DIR`)."""
+    html, _, _ = write_outputs(SweepDir.load(folder))
+    return html, html.with_suffix(".md")
 
 
 def print_sweep(sweep: SweepDir) -> None:

@@ -204,3 +204,64 @@ def test_cli_records_unreachable_servers_as_failed_cells_and_exits_1(tmp_path):
     sweep = SweepDir.load(next(tmp_path.iterdir()))
     assert [c["status"] for c in sweep.manifest["cells"].values()] == ["failed", "failed"]
     assert "cannot reach http://127.0.0.1:9" in done.stdout
+
+
+def _fake_server(monkeypatch, outcomes: dict[str, CellOutcome] | None = None, refuse: str | None = None) -> list:
+    """target_server and backend_for replaced: the server 'starts' (or is refused with `refuse`);
+    run_cell returns the given outcome per cell, complete otherwise. Returns the cells run."""
+    from contextlib import contextmanager
+
+    import harness.run.bench as bench
+    from harness.sweep import cells as cells_module
+
+    ran = []
+
+    @contextmanager
+    def target_server(server, profile, model):
+        if refuse:
+            raise SparkbenchError(refuse)
+        yield object()
+
+    def run_cell(target, backend, cell, root, settings):
+        ran.append(cell.cell_id)
+        return (outcomes or {}).get(cell.cell_id, CellOutcome(cell.cell_id, "complete", None))
+
+    monkeypatch.setattr(bench, "target_server", target_server)
+    monkeypatch.setattr(bench, "backend_for", lambda target, name: None)
+    monkeypatch.setattr(cells_module, "run_cell", run_cell)
+    return ran
+
+
+def test_ctrl_c_during_a_cell_stops_the_sweep_after_recording_it(tmp_path, monkeypatch):
+    from harness.sweep.cells import SweepStopped
+
+    stopped = CellOutcome("base.synthetic.c2", "interrupted", None,
+                          "run interrupted after 1 of 4 requests (stop asked (SIGINT); the requests in flight "
+                          "were recorded)")
+    ran = _fake_server(monkeypatch, {"base.synthetic.c2": stopped})
+    sweep = SweepDir.create(_config(tmp_path))
+    with pytest.raises(SweepStopped):
+        execute(sweep)
+    assert ran == ["base.synthetic.c1", "base.synthetic.c2"]
+    statuses = {k: v["status"] for k, v in SweepDir.load(sweep.path).manifest["cells"].items()}
+    assert statuses["base.synthetic.c2"] == "interrupted" and statuses["base.synthetic.c4"] == "pending"
+
+
+def test_a_server_that_cannot_start_fails_its_cells_and_the_next_configuration_runs(tmp_path, monkeypatch):
+    ran = _fake_server(monkeypatch, refuse="guard: speculative algorithm is None, expected NEXTN")
+    sweep = SweepDir.create(_config(tmp_path, configurations=[{"name": "base", "profile": "cpu-testbed"},
+                                                              {"name": "fast", "profile": "cpu-testbed-ngram"}]))
+    assert execute(sweep) == "incomplete" and ran == []
+    cells = SweepDir.load(sweep.path).manifest["cells"]
+    assert {c["status"] for c in cells.values()} == {"failed"}
+    assert cells["fast.synthetic.c4"]["error"] == "server fast: guard: speculative algorithm is None, expected NEXTN"
+
+
+def test_report_of_a_sweep_folder_writes_the_sweep_report_inside_it(tmp_path):
+    sweep = SweepDir.create(_config(tmp_path))
+    execute(sweep, runner=FakeRunner())
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(sweep.path)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == f"report: {sweep.path / 'report.html'}"
+    assert "Speed-up over the baseline by concurrency" in (sweep.path / "report.md").read_text()
