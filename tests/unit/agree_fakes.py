@@ -7,8 +7,10 @@ fakes answer in the shapes the real servers were seen to use (see test_agree_eng
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 import numpy as np
@@ -16,15 +18,32 @@ import numpy as np
 VOCAB = 300
 
 
-def logprobs(prefix: list[int], noise: float) -> np.ndarray:
-    key = [int(t) for t in prefix[-3:]]
+class Scores(NamedTuple):
+    logprobs: np.ndarray  # over the vocabulary
+    order: np.ndarray  # token ids, most likely first (ties in vocabulary order)
+    ranks: np.ndarray  # each token's 1-based place in `order`
+
+
+def scores(prefix: list[int], noise: float) -> Scores:
+    return _scores(tuple(int(t) for t in prefix[-3:]), noise)
+
+
+@functools.lru_cache(maxsize=None)
+def _scores(key: tuple[int, ...], noise: float) -> Scores:
+    """Cached: every scored prompt repeats the same five shots, so the same contexts recur."""
     logits = np.random.default_rng([7, *key]).normal(size=VOCAB) * 2.0
     logits = logits + noise * np.random.default_rng([8, *key]).normal(size=VOCAB)
-    return logits - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
+    lp = logits - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
+    order = np.argsort(-lp, kind="stable")
+    ranks = np.empty(VOCAB, dtype=int)
+    ranks[order] = np.arange(1, VOCAB + 1)
+    for array in (lp, order, ranks):
+        array.flags.writeable = False
+    return Scores(lp, order, ranks)
 
 
-def _top(lp: np.ndarray, k: int) -> list[int]:
-    return [int(i) for i in np.argsort(-lp, kind="stable")[:k]]
+def _top(scored: Scores, k: int) -> list[int]:
+    return [int(i) for i in scored.order[:k]]
 
 
 class FakeSGLang:
@@ -36,14 +55,15 @@ class FakeSGLang:
         if not body.get("return_logprob"):
             out = []
             for _ in range(body["sampling_params"]["max_new_tokens"]):
-                out.append(_top(logprobs(ids + out, self.noise), 1)[0])
+                out.append(_top(scores(ids + out, self.noise), 1)[0])
             return {"text": "", "output_ids": out, "meta_info": {}}
         start, k = body["logprob_start_len"], body["top_logprobs_num"]
         targets, tops = [[None, ids[start], None]], [None]  # as SGLang 0.5.23: token `start` is taken as given
         for i in range(start + 1, len(ids)):
-            lp = logprobs(ids[:i], self.noise)
+            scored = scores(ids[:i], self.noise)
+            lp = scored.logprobs
             targets.append([float(lp[ids[i]]), ids[i], None])
-            tops.append([[float(lp[t]), t, None] for t in _top(lp, k)])
+            tops.append([[float(lp[t]), t, None] for t in _top(scored, k)])
         return {"text": "", "output_ids": [0], "meta_info": {"input_token_logprobs": targets,
                                                              "input_top_logprobs": tops}}
 
@@ -68,11 +88,10 @@ class FakeVLLM:
         if k is not None and self.prompt_logprobs:
             entries: list = [None]
             for i in range(1, len(ids)):
-                lp = logprobs(ids[:i], self.noise)
-                order = list(np.argsort(-lp, kind="stable"))
-                chosen = dict.fromkeys([*_top(lp, k), ids[i]])
-                entries.append({str(t): {"logprob": float(lp[t]), "rank": order.index(t) + 1, "decoded_token": "x"}
-                                for t in chosen})
+                scored = scores(ids[:i], self.noise)
+                chosen = dict.fromkeys([*_top(scored, k), ids[i]])
+                entries.append({str(t): {"logprob": float(scored.logprobs[t]), "rank": int(scored.ranks[t]),
+                                         "decoded_token": "x"} for t in chosen})
             choice["prompt_logprobs"] = entries
         return {"choices": [choice], "usage": {"prompt_tokens": len(ids), "completion_tokens": 1}}
 
