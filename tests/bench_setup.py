@@ -6,6 +6,8 @@ checkout with the caches it already has). It clones the commit into a new
 temporary folder and points every cache there (SPARKBENCH_CACHE, UV_CACHE_DIR, PIP_CACHE_DIR), so
 the first run starts from nothing and the user's caches are neither used nor touched; the clone and
 the caches are removed at the end unless `--keep` (make's timestamped output stays in logs/).
+`--workdir DIR --once` times one run in DIR's clone and caches (made on first use, kept), so a cold
+set-up can be timed in pieces: `--target env-sglang` first, then `--target bench-synthetic`.
 
 Figures per run: `setup` until make starts the benchmark command itself (every environment ready),
 `first request` until the first row lands in requests.jsonl, `done` until make returns; `cpu` is
@@ -100,27 +102,33 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (clone, caches, logs)")
     parser.add_argument("--warm-here", action="store_true",
                         help="time one warm run in this checkout with its usual caches (no clone)")
+    parser.add_argument("--workdir", type=Path, help="clone and caches in this folder (made if absent, kept)")
+    parser.add_argument("--once", action="store_true", help="one run (cold in a new --workdir), not cold then warm")
     args = parser.parse_args()
     if args.warm_here:
         marks = timed_make(REPO, args.target, dict(os.environ), Path(tempfile.mkdtemp()) / "warm.log")
         print(format_marks("warm", marks), flush=True)
         return
-    workdir = Path(tempfile.mkdtemp(prefix="sparkbench-setup-"))
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sparkbench-setup-"))
     logs = workdir / "logs"
-    logs.mkdir()
     try:
-        clone = fresh_clone(args.ref, workdir)
+        clone = workdir / "clone"
+        fresh = not (clone / ".git").exists()
+        if fresh:
+            logs.mkdir(parents=True, exist_ok=True)
+            fresh_clone(args.ref, workdir)
+        labels = ["cold", "warm"] if fresh else ["again"]
         env = isolated_env(workdir)
         commit = subprocess.run(["git", "-C", str(clone), "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True, check=True).stdout.strip()
         print(f"make {args.target} at {commit}, {os.cpu_count()} cores, logs in {logs}", flush=True)
-        for label in ("cold", "warm"):
-            marks = timed_make(clone, args.target, env, logs / f"{label}.log")
+        for label in labels[:1] if args.once else labels:
+            marks = timed_make(clone, args.target, env, logs / f"{label}-{args.target}.log")
             print(format_marks(label, marks), flush=True)
             if marks["exit_code"] != 0:
                 break
     finally:
-        if not args.keep:
+        if not (args.keep or args.workdir):
             for bulky in ("clone", "cache"):
                 shutil.rmtree(workdir / bulky, ignore_errors=True)
 
