@@ -18,7 +18,7 @@ SERVER_FLAG := $(if $(SERVER),--server $(SERVER),)
 # the test-bed model it serves on first use, so a benchmark does not wait for the other variants.
 EMBEDDED_DEPS := $(if $(SERVER),,env-sglang)
 
-.PHONY: help setup setup-ray lock lock-upgrade env-sglang env-vllm model llamacpp testbed bench-synthetic bench-gsm8k test test-unit test-e2e clean
+.PHONY: help setup setup-ray lock lock-upgrade env-sglang env-vllm model llamacpp testbed bench-synthetic bench-gsm8k report report-shot test test-unit test-e2e clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -71,6 +71,9 @@ bench-gsm8k: setup $(EMBEDDED_DEPS) ## All 1,319 GSM8K questions (SERVER=URL), e
 
 report: setup ## HTML and Markdown report of the latest runs (RUNS="results/a results/b" to choose)
 	$(BIN)/sparkbench report $(RUNS)
+
+report-shot: setup ## The report of the latest runs (or RUNS=...) in headless Chromium at 1440 px: screenshot, headline vs fold
+	$(BIN)/python -m tests.bench_report_screenshot $(RUNS)
 
 NIGHTLY_CONFIG ?= docs/nightly/nightly.yaml
 nightly: setup $(EMBEDDED_DEPS) ## Nightly regression job (NIGHTLY_CONFIG=..., SERVER=URL): exit 0 pass, 1 regression, 2 could not run, 3 inconclusive

@@ -251,13 +251,15 @@ def compare(
     results: ResultsOpt = Path("results"),
     latest: LatestOpt = 2,
 ) -> None:
-    """Headline metrics per run with changes against the baseline and 95% intervals (McNemar for GSM8K)."""
-    from harness.analysis.compare import baseline_run_id, compare_loaded, format_comparison
+    """Headline metrics per run with changes against the baseline and 95% intervals (McNemar for GSM8K);
+    runs of different workloads or shapes are compared only within their own group."""
+    from harness.analysis.compare import baseline_run_id
     from harness.analysis.reference import format_reference_table, reference_table
     from harness.analysis.run import Run
+    from harness.analysis.shapes import compare_by_shape, format_groups
 
     loaded = [Run.load(d) for d in _runs_or_latest(runs, results, latest)]
-    print(format_comparison(compare_loaded(loaded, baseline_run_id(baseline))))
+    print(format_groups(compare_by_shape(loaded, baseline_run_id(baseline))))
     if reference:
         print()
         print(format_reference_table(reference_table([run.summary for run in loaded])))

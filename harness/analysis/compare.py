@@ -1,12 +1,14 @@
 """Comparing runs against a baseline run: relative changes with 95% bootstrap intervals.
 
 `compare_runs` returns a long table, one row per (run, metric, stat), COMPARISON_COLUMNS:
+- caption: how the run is named (`Run.caption`: label, concurrency, scale, status);
 - value, unit: the run's statistic over the requests the comparison uses (n of them);
 - baseline_value: the baseline's statistic over the same prompts (paired) or all its requests;
 - change: `value / baseline_value - 1` (change_kind "relative", 0.10 = +10%), or for accuracy the
   difference `value - baseline_value` (change_kind "difference", fraction of questions);
 - ci95_low, ci95_high: 95% interval of the change (harness.analysis.stats); p_value: exact McNemar (accuracy);
-- paired: whether the requests were paired by prompt_id (see `pairable`).
+- paired: whether the requests were paired by prompt_id (see `pairable`);
+- verdict: better / worse / no clear change (see `verdict`), empty on the baseline's rows.
 Beside the raw aggregate decode throughput, stat `length_matched` holds the candidate reweighted to
 the baseline's output-length mix (`length_matched_throughput`; its change is against the baseline's
 raw aggregate) and `length_match_coverage` the share of baseline requests whose lengths it covers.
@@ -33,9 +35,9 @@ from harness.errors import SparkbenchError
 from harness.metrics import length_match_weights, length_matched_throughput
 from harness.metrics.catalogue import CATALOGUE, compared_stats
 
-COMPARISON_COLUMNS = ["run_id", "workload", "metric", "stat", "value", "unit", "baseline_run_id",
+COMPARISON_COLUMNS = ["run_id", "caption", "workload", "metric", "stat", "value", "unit", "baseline_run_id",
                       "baseline_value", "change", "change_kind", "ci95_low", "ci95_high", "paired", "n",
-                      "p_value"]
+                      "p_value", "verdict"]
 STAT_FNS = {"mean": np.nanmean, "p50": lambda x, axis=-1: np.nanpercentile(x, 50, axis=axis),
             "p95": lambda x, axis=-1: np.nanpercentile(x, 95, axis=axis)}
 # Workload spec keys that may differ between runs without changing which prompt a prompt_id names:
@@ -44,6 +46,7 @@ STAT_FNS = {"mean": np.nanmean, "p50": lambda x, axis=-1: np.nanpercentile(x, 50
 PER_RUN_KEYS = {"salt", "num_prompts", "limit", "offset", "shuffle", "shuffle_seed", "base_seed",
                 "seed_rule", "sampling"}
 LENGTH_BINS = 10
+VERDICT_ALPHA = 0.05  # a McNemar p-value below it makes an accuracy change clear
 
 
 def decode_parts(derived: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -200,18 +203,46 @@ def candidate_rows(base: Run, cand: Run) -> list[dict]:
     return rows
 
 
-def compare_loaded(runs: Sequence[Run], baseline: str | None = None) -> pd.DataFrame:
-    """compare_runs on runs already loaded; `baseline` is a run_id (default: the first run)."""
+def pick_baseline(runs: Sequence[Run], baseline: str | None = None) -> Run:
+    """The run whose run_id is `baseline` (default: the first run); a one-line error when none is."""
     base = next((r for r in runs if r.run_id == baseline), None) if baseline else runs[0]
     if base is None:
         raise SparkbenchError(f"baseline {baseline!r} is none of the runs compared")
+    return base
+
+
+def verdict(row: pd.Series) -> str:
+    """`better` or `worse` when the change is clear: its 95% interval excludes zero (accuracy:
+    exact McNemar p < VERDICT_ALPHA), judged by the metric's direction (`higher` or `lower` for a
+    metric that is neither better nor worse); `no clear change` otherwise; empty without a change."""
+    if pd.isna(row["change"]):
+        return ""
+    if row["change_kind"] == "difference":
+        clear = pd.notna(row["p_value"]) and row["p_value"] < VERDICT_ALPHA
+    elif pd.isna(row["ci95_low"]):
+        return "no interval"
+    else:
+        clear = row["ci95_low"] > 0 or row["ci95_high"] < 0
+    if not clear or row["change"] == 0:
+        return "no clear change"
+    direction = CATALOGUE[row["metric"]].direction if row["metric"] in CATALOGUE else 0
+    if direction == 0:
+        return "higher" if row["change"] > 0 else "lower"
+    return "better" if (row["change"] > 0) == (direction > 0) else "worse"
+
+
+def compare_loaded(runs: Sequence[Run], baseline: str | None = None) -> pd.DataFrame:
+    """compare_runs on runs already loaded; `baseline` is a run_id (default: the first run)."""
+    base = pick_baseline(runs, baseline)
     records = []
     for run in runs:
         rows = baseline_rows(run) if run is base else candidate_rows(base, run)
         for row in rows:
-            records.append({"run_id": run.run_id, "workload": run.workload, "baseline_run_id": base.run_id,
+            records.append({"run_id": run.run_id, "caption": run.caption, "workload": run.workload,
+                            "baseline_run_id": base.run_id,
                             "change_kind": "relative", **row})
     table = pd.DataFrame(records).reindex(columns=COMPARISON_COLUMNS)
+    table["verdict"] = [verdict(row) for _, row in table.iterrows()]
     return table.astype({"n": "Int64"})
 
 
@@ -255,8 +286,9 @@ def format_comparison(df: pd.DataFrame) -> str:
         lines["change"] = [c for c, _ in changes]
         lines["95% CI"] = [i for _, i in changes]
         lines["p"] = ["" if pd.isna(p) else f"{p:.3g}" for p in part["p_value"]]
+        lines["verdict"] = part["verdict"].to_numpy()
         paired = part["paired"].dropna()
         how = "baseline" if is_base else ("paired by prompt_id" if paired.any() else "unpaired")
-        head = f"{run_id} ({how}, n={part['n'].max()}, workload {part['workload'].iloc[0]})"
+        head = f"{part['caption'].iloc[0]} [{run_id}] ({how}, n={part['n'].max()}, workload {part['workload'].iloc[0]})"
         blocks.append(head + "\n" + lines.to_string(index=False))
     return "\n\n".join(blocks)

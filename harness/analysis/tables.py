@@ -1,11 +1,16 @@
-"""Tables for people: the run summary shown at the end of a run and by `sparkbench summarize`.
+"""Tables for people: the run summary shown at the end of a run and by `sparkbench summarize`,
+and the key figures a report opens with.
 
 The long summary table (`run_id, workload, metric, stat, value, unit`) is the Run's
-(`harness.analysis.run`); the views here pick the headline rows out of it and say how energy was
-measured and whether any stream hid its decode.
+(`harness.analysis.run`); the views here pick the headline rows out of it, say how energy was
+measured, whether any stream hid its decode and what else a reader must be warned of, and set the
+key figures of comparable runs side by side with their changes against the baseline.
 """
 
 from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
 
 import pandas as pd
 
@@ -60,3 +65,85 @@ def format_run_summary(run: Run, full: bool = False) -> str:
     with pd.option_context("display.width", 160, "display.max_rows", 500, "display.float_format", "{:.3f}".format):
         lines.append(summary.to_string(index=False) if full else headline(summary).to_string(na_rep=""))
     return "\n".join([*lines, f"records: {run.path}"])
+
+
+# --- the headline: key figures of comparable runs ----------------------------------------------
+
+# (metric, stat, column, number format) of the figures the report opens with, in order.
+KEY_FIGURES = (("decode_throughput_aggregate", "value", "decode tok/s", "{:.4g}"),
+               ("tpot_ms", "mean", "TPOT mean ms", "{:.4g}"), ("ttft_ms", "mean", "TTFT mean ms", "{:.4g}"),
+               ("e2e_ms", "mean", "E2E mean ms", "{:.4g}"),
+               ("accept_length_token_weighted", "value", "accept length", "{:.3g}"))
+ACCURACY_FORMAT = "{:.1%}"
+
+
+def unique_labels(runs: Sequence[Run]) -> list[str]:
+    """Each run's label; runs that share one get `#1`, `#2` after it, so every name is its own."""
+    counts, seen, names = Counter(r.label for r in runs), Counter(), []
+    for run in runs:
+        seen[run.label] += 1
+        names.append(run.label if counts[run.label] == 1 else f"{run.label} #{seen[run.label]}")
+    return names
+
+
+def unique_captions(runs: Sequence[Run]) -> list[str]:
+    """Each run's caption (`Run.caption`: label, concurrency, scale, status) with its unique label."""
+    return [run.caption.replace(run.label, name, 1) for run, name in zip(runs, unique_labels(runs))]
+
+
+def change_text(row: pd.Series) -> str:
+    """`+12.3% [+10.1, +14.0]` (accuracy in percentage points), empty without a change."""
+    if pd.isna(row["change"]):
+        return ""
+    unit = "%" if row["change_kind"] == "relative" else " pp"
+    interval = "" if pd.isna(row["ci95_low"]) else f" [{row['ci95_low'] * 100:+.1f}, {row['ci95_high'] * 100:+.1f}]"
+    return f"{row['change'] * 100:+.1f}{unit}{interval}"
+
+
+def key_figure_cell(rows: pd.DataFrame, metric: str, stat: str, number: str) -> dict[str, str]:
+    """One figure of one run from its comparison rows: value, change with interval, verdict."""
+    match = rows[(rows["metric"] == metric) & (rows["stat"] == stat)]
+    if match.empty or pd.isna(match["value"].iloc[0]):
+        return {"value": "n/a", "change": "", "verdict": ""}
+    row = match.iloc[0]
+    return {"value": number.format(row["value"]), "change": change_text(row), "verdict": row["verdict"] or ""}
+
+
+def key_figures(runs: Sequence[Run], comparison: pd.DataFrame) -> pd.DataFrame:
+    """One row per run of one shape group: label, concurrency, scale, status, requests, then each
+    KEY_FIGURES figure (and the scorer's accuracy) as a cell {value, change, verdict} against the
+    group's baseline (compare_loaded)."""
+    figures = list(KEY_FIGURES)
+    if runs[0].scorer is not None:
+        figures.append((runs[0].scorer.accuracy_metric, "mean", "accuracy", ACCURACY_FORMAT))
+    table = []
+    for run, name in zip(runs, unique_labels(runs)):
+        values = run.summary[run.summary["stat"] == "value"].set_index("metric")["value"]
+        rows = comparison[comparison["run_id"] == run.run_id]
+        table.append({"run": name, "concurrency": "n/a" if run.concurrency is None else run.concurrency,
+                      "scale": "REDUCED SCALE" if run.reduced_scale else str(run.manifest.get("scale") or "not recorded"),
+                      "status": run.status,
+                      "requests ok": f"{values.get('requests_ok', 0):.0f} of {values.get('requests', 0):.0f}",
+                      **{column: key_figure_cell(rows, m, s, f) for m, s, column, f in figures}})
+    return pd.DataFrame(table)
+
+
+def run_warnings(run: Run) -> list[str]:
+    """What a reader must know before trusting the run's figures: how it ended, failed requests,
+    streams that hid the decode, prompts served from the prefix cache, a skipped guard."""
+    manifest, values = run.manifest, run.summary[run.summary["stat"] == "value"].set_index("metric")["value"]
+    warnings = [f"status {run.status}: {manifest.get('error') or 'no reason recorded'}"] if run.status != "complete" else []
+    failed = int(values.get("requests_failed", 0) or 0)
+    if failed:
+        kinds = ", ".join(f"{m.removeprefix('errors_')} {v:.0f}" for m, v in values.items()
+                          if m.startswith("errors_") and v > 0)
+        warnings.append(f"{failed} of {values.get('requests', 0):.0f} requests failed ({kinds}); "
+                        "every figure is of the ok requests")
+    warnings += [w for w in [stream_warning(run.summary)] if w]
+    if manifest.get("prefix_cache_hits") and manifest["workload"].get("requires_uncached_prompts"):
+        warnings.append(f"the prefix cache served {manifest['prefix_cache_hits']} requests: prefill not measured in full")
+    if (manifest.get("guard") or {}).get("skipped"):
+        warnings.append(f"configuration guard skipped ({manifest['guard']['skipped']})")
+    if manifest.get("allow_buffered"):
+        warnings.append("measured with --allow-buffered: the canary did not stream its tokens as made")
+    return warnings

@@ -3,8 +3,10 @@
 Every function takes loaded runs (`harness.analysis.run.Run`: manifest, derived per-request table,
 summary) and an output folder, and returns the paths it wrote. Figures are matplotlib `Figure`
 objects rendered by the Agg canvas, so nothing depends on pyplot's global state or the session's
-backend. Runs are named by `Run.label`: run_id and scale, so a REDUCED SCALE test-bed run is never
-mistaken for a measurement of the published setup.
+backend. Runs are named by their captions (`harness.analysis.tables.unique_captions`: label,
+concurrency, REDUCED SCALE on the test bed, status), so a test-bed run is never mistaken for a
+measurement of the published setup. Callers pass runs of one workload shape: figures set runs
+side by side.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from harness.analysis.compare import accept_parts, decode_parts
 from harness.analysis.reference import QUOTED, ladder, ladder_provenance, load_reference, published_gains
 from harness.analysis.run import Run
 from harness.analysis.stats import bootstrap_ratio_of_sums
+from harness.analysis.tables import unique_captions
 from harness.metrics.energy import DOMAINS
 from harness.records.rundir import SCALE_LABEL
 
@@ -83,7 +86,7 @@ def plot_decode_throughput(runs: Sequence[Run], out_dir: Path) -> list[Path]:
         ax.text(end, i, f"  {point:.2f} tok/s\n  95% CI {low:.2f} - {high:.2f}\n  {len(run.measured)} requests"
                 f"\n  {energy_label(run)}", ha="left", va="center", fontsize=8)
     ax.set_xlim(0, right * 1.35 if right > 0 else 1)
-    ax.set_yticks(range(len(runs)), [r.label for r in runs], fontsize=8)
+    ax.set_yticks(range(len(runs)), unique_captions(runs), fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("decode throughput, tokens/s = sum(output tokens - 1) / sum(first token to [DONE] time)")
     ax.set_title("Decode throughput per run (aggregate over requests), 95% bootstrap interval")
@@ -105,7 +108,7 @@ def plot_latency_cdf(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     unit, divisor = _time_unit(samples)
     fig = new_figure(10, 5.5)
     ax = fig.add_subplot()
-    for i, (run, x) in enumerate(zip(runs, samples)):
+    for i, (name, x) in enumerate(zip(unique_captions(runs), samples)):
         if x.size == 0:
             continue
         x = np.sort(x) / divisor
@@ -113,7 +116,7 @@ def plot_latency_cdf(runs: Sequence[Run], out_dir: Path) -> list[Path]:
         ax.step(np.r_[x[0], x], np.arange(x.size + 1) / x.size, where="post", color=_color(i), lw=1.8)
         p50, p95 = np.percentile(x, [50, 95])
         ax.plot([p50, p95], [0.50, 0.95], "o", color=_color(i), ms=8, mec="black",
-                label=f"{run.label}\n  P50 {p50:.4g} {unit}, P95 {p95:.4g} {unit}, n={x.size}")
+                label=f"{name}\n  P50 {p50:.4g} {unit}, P95 {p95:.4g} {unit}, n={x.size}")
     for level in (0.50, 0.95):
         ax.axhline(level, color="grey", ls=":", lw=1)
         ax.text(ax.get_xlim()[0], level, f" P{int(level * 100)}", va="bottom", fontsize=8, color="grey")
@@ -132,13 +135,13 @@ def plot_tpot_vs_length(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     """One point per request: TPOT (ms per output token after the first) against output length."""
     fig = new_figure(10, 5.5)
     ax = fig.add_subplot()
-    for i, run in enumerate(runs):
+    for i, (run, name) in enumerate(zip(runs, unique_captions(runs))):
         tokens = run.measured["completion_tokens"].to_numpy(dtype=float)
         tpot = run.measured["tpot_ms"].to_numpy(dtype=float)
         keep = np.isfinite(tokens) & np.isfinite(tpot)
         mean = tpot[keep].mean() if keep.any() else float("nan")
         ax.scatter(tokens[keep], tpot[keep], s=36, alpha=0.7, color=_color(i), marker="os^Dv<>p"[i % 8],
-                   edgecolor="black", lw=0.4, label=f"{run.label}: mean {mean:.3g} ms, n={keep.sum()}")
+                   edgecolor="black", lw=0.4, label=f"{name}: mean {mean:.3g} ms, n={keep.sum()}")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     ax.set_xlabel("output length, tokens (completion_tokens reported by the server)")
     ax.set_ylabel("TPOT, ms per token = (e2e - TTFT) / (tokens - 1)")
@@ -174,9 +177,9 @@ def plot_accept_length(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     run value (total tokens / total rounds) as a line; a note where the run did not speculate."""
     fig, axes = _histogram_panels(runs, "Speculative decoding: accept length per request "
                                         "(tokens per verify round, bonus token included)")
-    for i, (ax, run) in enumerate(zip(axes, runs)):
+    for i, (ax, run, name) in enumerate(zip(axes, runs, unique_captions(runs))):
         lengths = _finite(run.measured["accept_length"])
-        ax.set_title(run.label, fontsize=9)
+        ax.set_title(name, fontsize=9)
         if lengths.size == 0:
             ax.text(0.5, 0.5, NO_SPECULATION, transform=ax.transAxes, ha="center", va="center", fontsize=11)
             ax.set_yticks([])
@@ -195,9 +198,9 @@ def plot_accept_length(runs: Sequence[Run], out_dir: Path) -> list[Path]:
 def plot_output_length(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     """Distribution of output length per run (completion_tokens), mean and median marked."""
     fig, axes = _histogram_panels(runs, "Output length per request (completion_tokens), one panel per run")
-    for i, (ax, run) in enumerate(zip(axes, runs)):
+    for i, (ax, run, name) in enumerate(zip(axes, runs, unique_captions(runs))):
         tokens = _finite(run.measured["completion_tokens"])
-        ax.set_title(run.label, fontsize=9)
+        ax.set_title(name, fontsize=9)
         if tokens.size == 0:
             ax.text(0.5, 0.5, "no completed requests", transform=ax.transAxes, ha="center", va="center")
             continue
@@ -244,11 +247,10 @@ def plot_published_ladder(out_dir: Path) -> list[Path]:
     return save(fig, out_dir, "published_ladder")
 
 
-def plot_all(runs: Sequence[Run], out_dir: Path) -> list[Path]:
-    """Every figure of the runs and the published ladder; the paths written (PNG and SVG)."""
-    out_dir = Path(out_dir)
-    paths: list[Path] = []
-    for plot in (plot_decode_throughput, plot_latency_cdf, plot_tpot_vs_length, plot_accept_length,
-                 plot_output_length):
-        paths += plot(runs, out_dir)
-    return paths + plot_published_ladder(out_dir)
+RUN_FIGURES = (plot_decode_throughput, plot_latency_cdf, plot_tpot_vs_length, plot_accept_length, plot_output_length)
+
+
+def plot_runs(runs: Sequence[Run], out_dir: Path) -> list[Path]:
+    """Every figure of runs of one shape; the paths written (PNG and SVG)."""
+    return [path for plot in RUN_FIGURES for path in plot(runs, Path(out_dir))]
+

@@ -1,10 +1,13 @@
 """The report of one or more runs: a self-contained HTML file and a Markdown twin.
 
 `build_report` writes `report.html` (figures embedded as base64 PNG, styles inline, no external
-file), `report.md` (figures linked relatively from `plots/`) and the figures themselves. Every
-string that comes from a run (model output, server strings, workload spec, run ids) is escaped
-with html.escape before it is written, in both files: a model output holding `<script>` shows as
-text and never runs.
+file), `report.md` (figures linked relatively from `plots/`) and the figures themselves. The page
+opens with the headline (`harness.report.headline`: per workload shape, the key figures of every
+run and their changes against the group's baseline, with each run's warnings), then the figures of
+each shape group and the published ones, then the details, collapsed: facts and provenance, every
+compared figure, the published figures beside the runs, each run's summary, sample outputs. Runs
+are named by their captions (label, concurrency, REDUCED SCALE, status) everywhere. Every string
+that comes from a run is escaped (`harness.report.markup`) in both files.
 """
 
 from __future__ import annotations
@@ -13,20 +16,23 @@ import base64
 import html
 import json
 import os
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.compare import baseline_run_id, compare_loaded
+from harness.analysis.compare import baseline_run_id
 from harness.analysis.reference import provenance_notes, reference_table, reference_text
 from harness.analysis.roofline import RooflineInputs
 from harness.analysis.run import Run
-from harness.analysis.tables import headline, power_note, stream_warning
+from harness.analysis.shapes import ShapeGroup, compare_by_shape, shape_text
+from harness.analysis.tables import headline, power_note, run_warnings, unique_captions
 from harness.metrics.roofline import Roofline
-from harness.report.plots import plot_all
+from harness.records.rundir import SCALE_LABEL
+from harness.report.headline import headline_html, headline_markdown
+from harness.report.markup import as_text, html_table, md_table, md_text
+from harness.report.plots import plot_published_ladder, plot_runs
 from harness.report.roofline_plots import plot_published_roofline, plot_run_roofline
 
 SAMPLE_OUTPUTS = 3  # model outputs shown per run
@@ -41,14 +47,21 @@ CAPTIONS = {
     "published_roofline": "Decode roofline of the published ladder: achieved GB/s against DGX Spark's 273 GB/s (derived)",
     "run_roofline": "Decode roofline per run: achieved GB/s against the device ceiling",
 }
-STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:auto;padding:1em}"
-         "table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:0.85em}"
+STYLE = ("body{font-family:system-ui,sans-serif;max-width:1400px;margin:auto;padding:0.5em 1.5em;color:#222}"
+         "h1{margin:0.3em 0 0.1em}h2{margin:1.2em 0 0.3em}p{margin:0.3em 0}"
+         "table{border-collapse:collapse;margin:0.5em 0 1em;font-size:0.85em}"
          "td,th{border:1px solid #bbb;padding:3px 6px;text-align:left;vertical-align:top}"
          "th{background:#eee}pre{white-space:pre-wrap;margin:0}img{max-width:100%}"
-         ".scale{color:#a00000;font-weight:bold}")
-MD_SPECIAL = re.compile(r"([\\`*_\[\]#|~])")
+         "table.key{font-size:0.95em}table.key td.num{text-align:right;white-space:nowrap}"
+         ".chg{font-size:0.8em;color:#555}.chg.better{color:#176b1c;font-weight:bold}"
+         ".chg.worse{color:#a00000;font-weight:bold}.meta,.legend{color:#555;font-size:0.85em}"
+         ".scale,.warn{color:#a00000}.scale{font-weight:bold}ul.warn{margin:0.2em 0 1em;font-size:0.9em}"
+         ".figs{display:flex;flex-wrap:wrap;gap:1em}.figs figure{flex:1 1 640px;margin:0}"
+         "figcaption{font-size:0.85em;color:#555}details{margin:0.4em 0}"
+         "summary{cursor:pointer;font-weight:bold;font-size:1.05em;padding:0.3em 0}")
 LEGEND = ("change = value / baseline - 1 (accuracy: difference in percentage points); 95% bootstrap "
-          "interval (accuracy: Agresti-Min interval, exact McNemar p); paired = requests matched by prompt_id.")
+          "interval (accuracy: Agresti-Min interval, exact McNemar p); paired = requests matched by prompt_id; "
+          "verdict: better / worse when the interval excludes zero (accuracy: McNemar p < 0.05).")
 
 
 def manifest_facts(run: Run) -> dict[str, str]:
@@ -57,7 +70,8 @@ def manifest_facts(run: Run) -> dict[str, str]:
     info = (m.get("server") or {}).get("server_info") or {}
     sampling = m.get("sampling") or {}
     return {
-        "run_id": m.get("run_id", ""), "status": str(m.get("status")), "scale": str(m.get("scale")),
+        "run_id": m.get("run_id", ""), "label": run.label, "concurrency": str(run.concurrency),
+        "status": run.status, "error": str(m.get("error")), "scale": str(m.get("scale")),
         "workload": m.get("workload", {}).get("name", ""), "requests recorded": str(m.get("requests_recorded")),
         "server version": str(info.get("version", "not recorded")), "engine / api": " / ".join(map(str, run.engine_and_api)),
         "server URL": str(m.get("server_url")), "model": str(info.get("model_path", "not recorded")),
@@ -68,8 +82,9 @@ def manifest_facts(run: Run) -> dict[str, str]:
     }
 
 
-def comparison_view(comparison: pd.DataFrame) -> pd.DataFrame:
-    """The comparison as strings for reading: changes in percent (accuracy in points)."""
+def comparison_view(comparison: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
+    """The comparison as strings for reading: runs by `names` (run_id -> name), changes in percent
+    (accuracy in points)."""
     def pct(value: float, kind: str) -> str:
         return "" if pd.isna(value) else f"{value * 100:+.1f}{'%' if kind == 'relative' else ' pp'}"
 
@@ -77,7 +92,7 @@ def comparison_view(comparison: pd.DataFrame) -> pd.DataFrame:
         return "" if pd.isna(value) else f"{value:.4g}"
 
     return pd.DataFrame({
-        "run": comparison["run_id"], "metric": comparison["metric"], "stat": comparison["stat"],
+        "run": comparison["run_id"].map(names), "metric": comparison["metric"], "stat": comparison["stat"],
         "value": comparison["value"].map(num), "unit": comparison["unit"],
         "baseline": comparison["baseline_value"].map(num),
         "change": [pct(v, k) for v, k in zip(comparison["change"], comparison["change_kind"])],
@@ -85,14 +100,8 @@ def comparison_view(comparison: pd.DataFrame) -> pd.DataFrame:
                    for lo, hi, k in zip(comparison["ci95_low"], comparison["ci95_high"], comparison["change_kind"])],
         "paired": comparison["paired"].map(lambda p: "" if pd.isna(p) else ("yes" if p else "no")),
         "n": comparison["n"].astype(str), "McNemar p": comparison["p_value"].map(num),
+        "verdict": comparison["verdict"],
     })
-
-
-def as_text(frame: pd.DataFrame, number: str) -> pd.DataFrame:
-    """Every cell as a string: floats through the `number` format, missing values empty."""
-    def cell(v: object) -> str:
-        return "" if pd.isna(v) else (number.format(v) if isinstance(v, float) else str(v))
-    return frame.apply(lambda column: column.map(cell))
 
 
 def headline_view(run: Run) -> pd.DataFrame:
@@ -119,98 +128,95 @@ def roofline_energy_lines(run: Run, roofline: tuple[Roofline | None, str]) -> st
 
 
 def reference_view(runs: Sequence[Run]) -> pd.DataFrame:
-    """Published figures beside the runs (`reference_table`), 6 significant digits, figures the
-    sources do not state as such marked `*` (`provenance_notes` says how each was derived)."""
-    return reference_text(reference_table([r.summary for r in runs])).reset_index()
-
-
-# --- HTML -------------------------------------------------------------------------------------
-
-def html_table(frame: pd.DataFrame, pre_columns: Sequence[str] = ()) -> str:
-    """A table with every header and cell escaped; `pre_columns` keep their line breaks."""
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    body = []
-    for _, row in frame.iterrows():
-        cells = [f"<td><pre>{html.escape(str(v))}</pre></td>" if c in pre_columns else f"<td>{html.escape(str(v))}</td>"
-                 for c, v in row.items()]
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    """Published figures beside the runs (`reference_table`, one column per run named by its
+    caption), 6 significant digits, figures the sources do not state as such marked `*`
+    (`provenance_notes` says how each was derived)."""
+    names = dict(zip([r.run_id for r in runs], unique_captions(runs)))
+    return reference_text(reference_table([r.summary for r in runs])).rename(columns=names).reset_index()
 
 
 def _facts_frame(run: Run) -> pd.DataFrame:
     return pd.DataFrame(list(manifest_facts(run).items()), columns=["fact", "value"])
 
 
-def render_html(runs: Sequence[Run], comparison: pd.DataFrame, figures: Sequence[Path],
-                rooflines: Sequence[tuple[Roofline | None, str]]) -> str:
+class Page:
+    """What both files show, in reading order: the runs, their shape groups, the figures as
+    (heading, paths) sections, and each run's name."""
+
+    def __init__(self, runs: Sequence[Run], groups: Sequence[ShapeGroup], figures: Sequence[tuple[str, list[Path]]]):
+        self.runs, self.groups, self.figures = list(runs), list(groups), list(figures)
+        self.names = dict(zip([r.run_id for r in runs], unique_captions(runs)))
+
+    def details(self) -> list[tuple[str, list[tuple[str, str, pd.DataFrame | None]]]]:
+        """Collapsed sections: (summary, [(heading, text, table)])."""
+        runs = [(f"{self.names[r.run_id]} [{r.run_id}]", "\n".join(run_warnings(r)), _facts_frame(r)) for r in self.runs]
+        compared = [(shape_text(g.baseline), LEGEND, comparison_view(g.comparison, self.names)) for g in self.groups]
+        summaries = [(self.names[r.run_id], roofline_energy_lines(r, r.roofline), headline_view(r)) for r in self.runs]
+        return [("Runs: facts and provenance", runs), ("Every compared figure against the baseline", compared),
+                ("Published figures beside the runs", [("", "\n".join(provenance_notes()), reference_view(self.runs))]),
+                ("Summary of each run, energy and decode roofline", summaries),
+                ("Sample outputs", [(self.names[r.run_id], "", sample_outputs(r)) for r in self.runs])]
+
+
+# --- HTML -------------------------------------------------------------------------------------
+
+def _figures_html(page: Page) -> list[str]:
+    parts = ["<h2>Figures</h2>"]
+    for heading, paths in page.figures:
+        items = []
+        for png in (p for p in paths if p.suffix == ".png"):
+            data = base64.b64encode(png.read_bytes()).decode("ascii")
+            caption = html.escape(CAPTIONS.get(png.stem, png.stem))
+            items.append(f"<figure><img alt='{caption}' src='data:image/png;base64,{data}'>"
+                         f"<figcaption>{caption}</figcaption></figure>")
+        parts += [f"<h3>{html.escape(heading)}</h3>", f"<div class='figs'>{''.join(items)}</div>"]
+    return parts
+
+
+def _details_html(page: Page) -> list[str]:
+    parts = ["<h2>Details</h2>"]
+    for summary, blocks in page.details():
+        inner = []
+        for heading, text, table in blocks:
+            inner += [f"<h3>{html.escape(heading)}</h3>" if heading else "",
+                      f"<pre>{html.escape(text)}</pre>" if text else "",
+                      html_table(table, pre_columns=["value", "output_text"])]
+        parts.append(f"<details><summary>{html.escape(summary)}</summary>{''.join(inner)}</details>")
+    return parts
+
+
+def render_html(page: Page) -> str:
     generated = datetime.now(UTC).isoformat(timespec="seconds")
-    baseline = html.escape(str(comparison["baseline_run_id"].iloc[0]))
-    parts = [f"<h1>sparkbench report: {len(runs)} run(s)</h1>",
-             f"<p>Generated {generated}. Baseline: {baseline}.</p>", "<h2>Runs</h2>"]
-    for run in runs:
-        parts += [f"<h3>{html.escape(run.label)}</h3>",
-                  f"<p class='scale'>scale: {html.escape(str(run.manifest.get('scale')))}</p>",
-                  *(f"<p class='scale'>{html.escape(w)}</p>" for w in [stream_warning(run.summary)] if w),
-                  html_table(_facts_frame(run), pre_columns=["value"])]
-    parts += ["<h2>Comparison against the baseline</h2>", f"<p>{html.escape(LEGEND)}</p>",
-              html_table(comparison_view(comparison)),
-              "<h2>Published figures beside the runs</h2>", html_table(reference_view(runs)),
-              f"<pre>{html.escape(chr(10).join(provenance_notes()))}</pre>"]
-    parts.append("<h2>Headline summary per run</h2>")
-    for run, roofline in zip(runs, rooflines):
-        parts += [f"<h3>{html.escape(run.label)}</h3>", html_table(headline_view(run)),
-                  f"<pre>{html.escape(roofline_energy_lines(run, roofline))}</pre>"]
-    parts.append("<h2>Figures</h2>")
-    for png in (p for p in figures if p.suffix == ".png"):
-        data = base64.b64encode(png.read_bytes()).decode("ascii")
-        caption = html.escape(CAPTIONS.get(png.stem, png.stem))
-        parts.append(f"<figure><img alt='{caption}' src='data:image/png;base64,{data}'>"
-                     f"<figcaption>{caption}</figcaption></figure>")
-    parts.append("<h2>Sample outputs</h2>")
-    for run in runs:
-        parts += [f"<h3>{html.escape(run.label)}</h3>",
-                  html_table(sample_outputs(run), pre_columns=["output_text"])]
+    parts = ["<h1>sparkbench report</h1>",
+             f"<p class='meta'>{len(page.runs)} run(s) in {len(page.groups)} group(s) of one workload shape; "
+             f"generated {generated}.</p>"]
+    if any(r.reduced_scale for r in page.runs):
+        parts.append(f"<p class='scale'>{html.escape(SCALE_LABEL)}: runs marked REDUCED SCALE exercise the harness "
+                     "and say nothing about a real deployment.</p>")
+    parts += [headline_html(page.groups), *_figures_html(page), *_details_html(page)]
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>sparkbench report</title>"
-            f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>\n")
+            f"<meta name='viewport' content='width=device-width'><style>{STYLE}</style></head>"
+            f"<body>{''.join(parts)}</body></html>\n")
 
 
 # --- Markdown ---------------------------------------------------------------------------------
 
-def md_text(value: object) -> str:
-    """A string safe in a Markdown table cell: HTML-escaped, Markdown punctuation backslashed,
-    line breaks as spaces."""
-    text = html.escape(str(value), quote=False).replace("\r", " ").replace("\n", " ")
-    return MD_SPECIAL.sub(r"\\\1", text)
-
-
-def md_table(frame: pd.DataFrame) -> str:
-    lines = ["| " + " | ".join(md_text(c) for c in frame.columns) + " |",
-             "|" + "---|" * len(frame.columns)]
-    lines += ["| " + " | ".join(md_text(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join(lines)
-
-
-def render_markdown(runs: Sequence[Run], comparison: pd.DataFrame, figures: Sequence[Path],
-                    out_dir: Path, rooflines: Sequence[tuple[Roofline | None, str]]) -> str:
-    parts = [f"# sparkbench report: {len(runs)} run(s)",
-             f"Baseline: {md_text(comparison['baseline_run_id'].iloc[0])}.", "## Runs"]
-    for run in runs:
-        parts += [f"### {md_text(run.label)}", *(f"**{md_text(w)}**" for w in [stream_warning(run.summary)] if w),
-                  md_table(_facts_frame(run))]
-    parts += ["## Comparison against the baseline", md_text(LEGEND), md_table(comparison_view(comparison)),
-              "## Published figures beside the runs", md_table(reference_view(runs)),
-              "\n".join(f"- {md_text(note)}" for note in provenance_notes()), "## Headline summary per run"]
-    for run, roofline in zip(runs, rooflines):
-        parts += [f"### {md_text(run.label)}", md_table(headline_view(run)),
-                  "```\n" + roofline_energy_lines(run, roofline) + "\n```"]
-    parts.append("## Figures")
-    for png in (p for p in figures if p.suffix == ".png"):
-        link = Path(os.path.relpath(png, out_dir)).as_posix()
-        parts.append(f"![{md_text(CAPTIONS.get(png.stem, png.stem))}]({link})")
-    parts.append("## Sample outputs")
-    for run in runs:
-        parts += [f"### {md_text(run.label)}", md_table(sample_outputs(run))]
-    return "\n\n".join(parts) + "\n"
+def render_markdown(page: Page, out_dir: Path) -> str:
+    parts = ["# sparkbench report", f"{len(page.runs)} run(s) in {len(page.groups)} group(s) of one workload shape."]
+    if any(r.reduced_scale for r in page.runs):
+        parts.append(f"**{md_text(SCALE_LABEL)}**")
+    parts += [headline_markdown(page.groups), "## Figures"]
+    for heading, paths in page.figures:
+        parts.append(f"### {md_text(heading)}")
+        parts += [f"![{md_text(CAPTIONS.get(p.stem, p.stem))}]({Path(os.path.relpath(p, out_dir)).as_posix()})"
+                  for p in paths if p.suffix == ".png"]
+    parts.append("## Details")
+    for summary, blocks in page.details():
+        parts.append(f"<details><summary>{md_text(summary)}</summary>")
+        for heading, text, table in blocks:
+            parts += [f"### {md_text(heading)}" if heading else "", md_text(text) if text else "", md_table(table)]
+        parts.append("</details>")
+    return "\n\n".join(p for p in parts if p) + "\n"
 
 
 def find_run_dirs(root: Path | str) -> list[Path]:
@@ -219,24 +225,33 @@ def find_run_dirs(root: Path | str) -> list[Path]:
     return sorted(path.parent for path in Path(root).glob("*/manifest.json"))
 
 
+def group_figures(group: ShapeGroup, out_dir: Path) -> list[Path]:
+    """The run figures and decode rooflines of one shape group's runs."""
+    rooflines = [run.roofline[0] for run in group.runs]
+    return [*plot_runs(group.runs, out_dir), *plot_run_roofline(unique_captions(group.runs), rooflines, out_dir)]
+
+
 def build_report(runs: Sequence[Run | Path | str], out_dir: Path | str, baseline: Path | str | None = None,
                  extra_images: Sequence[Path] = (), inputs: RooflineInputs = RooflineInputs()) -> tuple[Path, Path]:
     """Write report.html, report.md and plots/ into out_dir; return (html_path, md_path).
 
     `runs`: loaded runs or run directories (loaded with `inputs`: the model config and ceiling of
     their decode rooflines, where the runs do not name them). `baseline` is a run directory or
-    run_id (default: the first run). `extra_images`: figures made elsewhere (PNG embedded, others
-    ignored), shown after the run figures.
+    run_id (default: the first run); it leads its shape group, and every other group is compared
+    against its own first run. Each group's figures go to plots/<n>-<workload>/, the published
+    ones to plots/. `extra_images`: figures made elsewhere (PNG embedded, others ignored), shown last.
     """
     out_dir = Path(out_dir)
     runs = [run if isinstance(run, Run) else Run.load(run, inputs) for run in runs]
-    comparison = compare_loaded(runs, baseline_run_id(baseline))
-    rooflines = [run.roofline for run in runs]
+    groups = compare_by_shape(runs, baseline_run_id(baseline))
     plots = out_dir / "plots"
-    figures = [*plot_all(runs, plots), *plot_published_roofline(plots),
-               *plot_run_roofline([r.label for r in runs], [found for found, _ in rooflines], plots),
-               *map(Path, extra_images)]
+    figures = [(shape_text(g.baseline), group_figures(g, plots / f"{i}-{g.baseline.workload}"))
+               for i, g in enumerate(groups, 1)]
+    figures.append(("Published figures (not measured here)", [*plot_published_ladder(plots), *plot_published_roofline(plots)]))
+    if extra_images:
+        figures.append(("More figures", list(map(Path, extra_images))))
+    page = Page(runs, groups, figures)
     html_path, md_path = out_dir / "report.html", out_dir / "report.md"
-    html_path.write_text(render_html(runs, comparison, figures, rooflines), encoding="utf-8")
-    md_path.write_text(render_markdown(runs, comparison, figures, out_dir, rooflines), encoding="utf-8")
+    html_path.write_text(render_html(page), encoding="utf-8")
+    md_path.write_text(render_markdown(page, out_dir), encoding="utf-8")
     return html_path, md_path

@@ -49,8 +49,9 @@ def plot_published_roofline(out_dir: Path) -> list[Path]:
 
 
 def plot_run_roofline(labels: Sequence[str], rooflines: Sequence[Roofline | None], out_dir: Path) -> list[Path]:
-    """Measured runs that have a roofline (a model config and a plain decode step); none: no figure."""
-    kept = [(label, r) for label, r in zip(labels, rooflines) if r is not None]
+    """Measured runs that have a roofline (a model config and a plain decode step with a measured
+    step time: a run with no ok request has none); none: no figure."""
+    kept = [(label, r) for label, r in zip(labels, rooflines) if r is not None and math.isfinite(r.achieved_gbps)]
     if not kept:
         return []
     fig = new_figure(10, 5.5)

@@ -1,4 +1,5 @@
-"""Two real synthetic runs against SGLang, compared (paired), reported, and analysed in the notebook."""
+"""Two real synthetic runs against SGLang, compared (paired), reported, looked at in a real browser
+(headless Chromium, when one is installed), and analysed in the notebook."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ import pandas as pd
 import pytest
 
 from harness.analysis.compare import compare_runs
+from harness.records.rundir import load_manifest
 from harness.report.report import build_report
+from tests.bench_report_screenshot import find_browser, ink_share, layout, screenshot
 from tests.e2e.conftest import only_run_dir, sparkbench
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "analysis.ipynb"
 PROMPTS, OUTPUT = 4, 16
+LABELS = {"baseline": [], "candidate": ["--label", "candidate <b>run</b>"]}  # the baseline's label is derived
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +31,7 @@ def two_runs(sglang_server, tmp_path_factory) -> list[Path]:
         done = sparkbench("run", "synthetic", "--server", sglang_server.base_url,
                           "--tokenizer", str(sglang_server.model_dir), "--num-prompts", str(PROMPTS),
                           "--input-tokens", "512", "--output-tokens", str(OUTPUT), "--seed", "0",
-                          "--results", str(results), "--no-progress")
+                          "--results", str(results), "--no-progress", *LABELS[name])
         assert done.returncode == 0, done.stderr
         dirs.append(only_run_dir(results))
     return dirs
@@ -54,10 +58,27 @@ def test_report_of_real_runs(two_runs, tmp_path):
     page = html_path.read_text(encoding="utf-8")
     for run_dir in two_runs:
         assert run_dir.name in page and run_dir.name in md_path.read_text(encoding="utf-8")
+    assert [load_manifest(d)["label"] for d in two_runs] == ["sglang c=1", "candidate <b>run</b>"]
+    headline = page.split("<h2>Figures</h2>")[0]
+    assert "<td>sglang c=1</td><td>1</td>" in headline and "<td>candidate &lt;b&gt;run&lt;/b&gt;</td><td>1</td>" in headline
     # Five run figures and the published ladder, then the decode rooflines: published and per run.
     assert page.count("data:image/png;base64,") == 8
     assert "0.5.23" in page  # the server version from the manifest
-    assert len(list((tmp_path / "report" / "plots").glob("*.svg"))) == 8
+    assert len(list((tmp_path / "report" / "plots").rglob("*.svg"))) == 8
+
+
+def test_the_report_in_a_real_browser_opens_with_the_headline(two_runs, tmp_path):
+    browser = find_browser()
+    if browser is None:
+        pytest.skip("no Chromium on this machine (apt-get install -y chromium)")
+    html_path, _ = build_report(two_runs, tmp_path / "report")
+    png = screenshot(browser, html_path, tmp_path / "shot.png", 1440, 900)
+    assert ink_share(png) > 0.02  # text and tables, not a blank page
+    found = layout(browser, html_path, 1440, 900)
+    assert found["viewport"] == [1440, 900]
+    # The key figures are read without scrolling, and nothing runs off the side at desktop width.
+    assert 0 < found["headline"]["top"] < found["first_table"]["bottom"] <= 900
+    assert found["scroll_width"] <= 1440
 
 
 def test_notebook_executes_against_the_runs(two_runs, monkeypatch):

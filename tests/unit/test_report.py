@@ -15,7 +15,7 @@ from harness.analysis.compare import compare_runs, format_comparison
 from harness.analysis.roofline import RooflineInputs
 from harness.analysis.run import Run
 from harness.records.rundir import SCALE_LABEL
-from harness.report.plots import plot_all
+from harness.report.plots import plot_published_ladder, plot_runs
 from harness.report.report import build_report, find_run_dirs
 from tests.unit.conftest import build_record
 
@@ -130,7 +130,7 @@ def test_gsm8k_accuracy_change_with_exact_mcnemar(tmp_path):
 
 
 def test_every_figure_is_a_valid_png_or_svg(two_runs, tmp_path):
-    paths = plot_all([Run.load(d) for d in two_runs], tmp_path / "plots")
+    paths = plot_runs([Run.load(d) for d in two_runs], tmp_path / "plots") + plot_published_ladder(tmp_path / "plots")
     assert {p.suffix for p in paths} == {".png", ".svg"} and len(paths) == 12
     for path in paths:
         data = path.read_bytes()
@@ -167,7 +167,7 @@ def test_report_shows_each_runs_roofline_with_its_byte_count(two_runs, tmp_path)
     # The candidate speculates: a verify round is not a plain decode step, so it gets no roofline.
     assert page.count("bytes one decode step reads at batch 1") == 1 and "of 100 GB/s peak" in page
     assert "roofline: not computed (speculative run" in page
-    assert (tmp_path / "report" / "plots" / "run_roofline.png").exists()
+    assert (tmp_path / "report" / "plots" / "1-synthetic" / "run_roofline.png").exists()
     assert "run_roofline.png" in md_path.read_text(encoding="utf-8")
 
 
@@ -177,7 +177,7 @@ def test_find_run_dirs_lists_runs_in_start_order(two_runs):
 
 
 def test_report_embeds_extra_images(two_runs, tmp_path):
-    extra = plot_all([Run.load(two_runs[0])], tmp_path / "elsewhere")[0]
+    extra = plot_runs([Run.load(two_runs[0])], tmp_path / "elsewhere")[0]
     html_path, md_path = build_report(list(two_runs), tmp_path / "report", extra_images=[extra])
     assert html_path.read_text(encoding="utf-8").count("data:image/png;base64,") == 8
     assert "](../elsewhere/decode_throughput.png)" in md_path.read_text(encoding="utf-8")

@@ -1,0 +1,46 @@
+"""Tables and text as escaped HTML and Markdown: every string that comes from a run (model
+output, server strings, workload spec, labels) goes through html.escape here, so a model output
+holding `<script>` shows as text and never runs, in either file."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+
+MD_SPECIAL = re.compile(r"([\\`*_\[\]#|~])")
+
+
+def as_text(frame: pd.DataFrame, number: str) -> pd.DataFrame:
+    """Every cell as a string: floats through the `number` format, missing values empty."""
+    def cell(v: object) -> str:
+        return "" if pd.isna(v) else (number.format(v) if isinstance(v, float) else str(v))
+    return frame.apply(lambda column: column.map(cell))
+
+
+def html_table(frame: pd.DataFrame, pre_columns: Sequence[str] = ()) -> str:
+    """A table with every header and cell escaped; `pre_columns` keep their line breaks."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    body = []
+    for _, row in frame.iterrows():
+        cells = [f"<td><pre>{html.escape(str(v))}</pre></td>" if c in pre_columns else f"<td>{html.escape(str(v))}</td>"
+                 for c, v in row.items()]
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def md_text(value: object) -> str:
+    """A string safe in a Markdown table cell: HTML-escaped, Markdown punctuation backslashed,
+    line breaks as spaces."""
+    text = html.escape(str(value), quote=False).replace("\r", " ").replace("\n", " ")
+    return MD_SPECIAL.sub(r"\\\1", text)
+
+
+def md_table(frame: pd.DataFrame, cell: Callable[[object], str] = md_text) -> str:
+    """A Markdown table; `cell` writes each cell (default: md_text)."""
+    lines = ["| " + " | ".join(md_text(c) for c in frame.columns) + " |",
+             "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
