@@ -10,6 +10,8 @@ derives a run twice. `write_tables` leaves `summary.csv` (and a scored workload'
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,7 @@ class Run:
         self.path = Path(path)
         self.manifest = manifest
         self.inputs = inputs  # what the decode roofline needs where the run does not say it
+        self.ordinal = ""  # ` #2` when shown beside other runs of the same label (`tell_apart`)
 
     @classmethod
     def load(cls, path: Path | str, inputs: RooflineInputs = RooflineInputs()) -> Run:
@@ -77,11 +80,16 @@ class Run:
         return run_label(self.manifest)
 
     @property
+    def name(self) -> str:
+        """The label, with its ordinal among runs shown together that share it (`tell_apart`)."""
+        return self.label + self.ordinal
+
+    @property
     def caption(self) -> str:
-        """How a run is named wherever it appears: label, concurrency (unless the label states it),
+        """How a run is named wherever it appears: name, concurrency (unless the label states it),
         REDUCED SCALE on the test bed, and status, e.g. `cpu-testbed c=1 · REDUCED SCALE · complete`."""
         concurrency = "c=n/a" if self.concurrency is None else f"c={self.concurrency}"
-        parts = [self.label, *([] if concurrency in self.label.split() else [concurrency]),
+        parts = [self.name, *([] if concurrency in self.label.split() else [concurrency]),
                  *(["REDUCED SCALE"] if self.reduced_scale else []), self.status]
         return " · ".join(parts)
 
@@ -167,6 +175,16 @@ class Run:
             written.append(self.path / QUESTIONS_NAME)
             self.questions.to_parquet(written[1], index=False)
         return written
+
+
+def tell_apart(runs: Sequence[Run]) -> list[Run]:
+    """Number the runs that share a label (` #1`, ` #2`, in the given order), so that every run
+    shown together has a name of its own; returns the runs."""
+    counts, seen = Counter(run.label for run in runs), Counter()
+    for run in runs:
+        seen[run.label] += 1
+        run.ordinal = f" #{seen[run.label]}" if counts[run.label] > 1 else ""
+    return list(runs)
 
 
 def counter_rows(manifest: dict) -> pd.DataFrame:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from harness.analysis.compare import PER_RUN_KEYS, compare_loaded, format_comparison, pick_baseline
-from harness.analysis.run import Run
+from harness.analysis.run import Run, tell_apart
 
 # Spec keys that choose which prompts are sent (or salt them) without changing what is measured;
 # the sampling's per-request seed is one of them. The tokenizer's vocabulary belongs to the model.
@@ -75,13 +75,20 @@ def group_by_shape(runs: Sequence[Run]) -> list[list[Run]]:
     return list(groups.values())
 
 
+def first_measured(runs: Sequence[Run]) -> Run:
+    """The first run with an ok request (a run that measured nothing is no baseline), else the first."""
+    return next((run for run in runs if not run.measured.empty), runs[0])
+
+
 def compare_by_shape(runs: Sequence[Run], baseline: str | None = None) -> list[ShapeGroup]:
-    """compare_loaded within each shape group. The run_id `baseline` (default: the first run)
-    leads its group; every other group is compared against its own first run."""
-    lead = pick_baseline(runs, baseline)
+    """compare_loaded within each shape group, runs that share a label numbered (`tell_apart`).
+    The run_id `baseline` (default: the first run with an ok request) leads its group; every other
+    group is compared against its own first run with an ok request."""
+    tell_apart(runs)
+    lead = pick_baseline(runs, baseline) if baseline else first_measured(runs)
     out = []
     for members in group_by_shape(runs):
-        base = lead if lead in members else members[0]
+        base = lead if lead in members else first_measured(members)
         apart = "" if base is lead else f"not compared with {lead.caption}: {why_apart(lead, base)}"
         out.append(ShapeGroup(members, base, compare_loaded(members, base.run_id), apart))
     return out

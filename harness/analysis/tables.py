@@ -9,8 +9,7 @@ key figures of comparable runs side by side with their changes against the basel
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 
@@ -56,8 +55,8 @@ def format_run_summary(run: Run, full: bool = False) -> str:
     """The run summary as text for a terminal: status, warnings, scale, energy, then the headline
     view (or with `full` every row of the long summary)."""
     manifest, summary = run.manifest, run.summary
-    lines = [f"\nrun {run.run_id}  status={manifest['status']}  requests={manifest.get('requests_recorded')}  "
-             f"workload={run.workload}"]
+    lines = [f"\nrun {run.run_id}  label={run.label!r}  concurrency={run.concurrency}  status={manifest['status']}  "
+             f"requests={manifest.get('requests_recorded')}  workload={run.workload}"]
     lines += [warning for warning in [stream_warning(summary)] if warning]
     lines += [f"scale: {manifest.get('scale')}", f"energy: {power_note(manifest)}"]
     roofline, why = run.roofline
@@ -69,26 +68,19 @@ def format_run_summary(run: Run, full: bool = False) -> str:
 
 # --- the headline: key figures of comparable runs ----------------------------------------------
 
+
+
+def figure_text(value: float) -> str:
+    """4 significant digits, and whole numbers with thousands separators from 1,000 on."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
 # (metric, stat, column, number format) of the figures the report opens with, in order.
-KEY_FIGURES = (("decode_throughput_aggregate", "value", "decode tok/s", "{:.4g}"),
-               ("tpot_ms", "mean", "TPOT mean ms", "{:.4g}"), ("ttft_ms", "mean", "TTFT mean ms", "{:.4g}"),
-               ("e2e_ms", "mean", "E2E mean ms", "{:.4g}"),
-               ("accept_length_token_weighted", "value", "accept length", "{:.3g}"))
-ACCURACY_FORMAT = "{:.1%}"
-
-
-def unique_labels(runs: Sequence[Run]) -> list[str]:
-    """Each run's label; runs that share one get `#1`, `#2` after it, so every name is its own."""
-    counts, seen, names = Counter(r.label for r in runs), Counter(), []
-    for run in runs:
-        seen[run.label] += 1
-        names.append(run.label if counts[run.label] == 1 else f"{run.label} #{seen[run.label]}")
-    return names
-
-
-def unique_captions(runs: Sequence[Run]) -> list[str]:
-    """Each run's caption (`Run.caption`: label, concurrency, scale, status) with its unique label."""
-    return [run.caption.replace(run.label, name, 1) for run, name in zip(runs, unique_labels(runs))]
+KEY_FIGURES = (("decode_throughput_aggregate", "value", "decode tok/s", figure_text),
+               ("tpot_ms", "mean", "TPOT mean ms", figure_text), ("ttft_ms", "mean", "TTFT mean ms", figure_text),
+               ("e2e_ms", "mean", "E2E mean ms", figure_text),
+               ("accept_length_token_weighted", "value", "accept length", "{:.3g}".format))
+ACCURACY_FORMAT = "{:.1%}".format
 
 
 def change_text(row: pd.Series) -> str:
@@ -100,13 +92,13 @@ def change_text(row: pd.Series) -> str:
     return f"{row['change'] * 100:+.1f}{unit}{interval}"
 
 
-def key_figure_cell(rows: pd.DataFrame, metric: str, stat: str, number: str) -> dict[str, str]:
+def key_figure_cell(rows: pd.DataFrame, metric: str, stat: str, number: Callable[[float], str]) -> dict[str, str]:
     """One figure of one run from its comparison rows: value, change with interval, verdict."""
     match = rows[(rows["metric"] == metric) & (rows["stat"] == stat)]
     if match.empty or pd.isna(match["value"].iloc[0]):
         return {"value": "n/a", "change": "", "verdict": ""}
     row = match.iloc[0]
-    return {"value": number.format(row["value"]), "change": change_text(row), "verdict": row["verdict"] or ""}
+    return {"value": number(row["value"]), "change": change_text(row), "verdict": row["verdict"] or ""}
 
 
 def key_figures(runs: Sequence[Run], comparison: pd.DataFrame) -> pd.DataFrame:
@@ -117,10 +109,10 @@ def key_figures(runs: Sequence[Run], comparison: pd.DataFrame) -> pd.DataFrame:
     if runs[0].scorer is not None:
         figures.append((runs[0].scorer.accuracy_metric, "mean", "accuracy", ACCURACY_FORMAT))
     table = []
-    for run, name in zip(runs, unique_labels(runs)):
+    for run in runs:
         values = run.summary[run.summary["stat"] == "value"].set_index("metric")["value"]
         rows = comparison[comparison["run_id"] == run.run_id]
-        table.append({"run": name, "concurrency": "n/a" if run.concurrency is None else run.concurrency,
+        table.append({"run": run.name, "concurrency": "n/a" if run.concurrency is None else run.concurrency,
                       "scale": "REDUCED SCALE" if run.reduced_scale else str(run.manifest.get("scale") or "not recorded"),
                       "status": run.status,
                       "requests ok": f"{values.get('requests_ok', 0):.0f} of {values.get('requests', 0):.0f}",

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from harness.analysis.shapes import ShapeGroup, shape_text
-from harness.analysis.tables import key_figures, run_warnings, unique_captions
+from harness.analysis.tables import key_figures, run_warnings
 from harness.report.markup import md_table, md_text
 
 LEGEND = ("Change against the group's baseline: value / baseline - 1 with its 95% bootstrap interval in brackets "
@@ -23,14 +23,12 @@ LEGEND = ("Change against the group's baseline: value / baseline - 1 with its 95
 
 
 def _baseline_line(group: ShapeGroup) -> str:
-    name = unique_captions(group.runs)[group.runs.index(group.baseline)]
-    return f"Baseline: {name}." + (f" This group is {group.apart}." if group.apart else "")
+    return f"Baseline: {group.baseline.caption}." + (f" This group is {group.apart}." if group.apart else "")
 
 
 def _warnings(group: ShapeGroup) -> list[tuple[str, str]]:
     """(run caption, warning) of every run of the group that has any."""
-    return [(name, warning) for run, name in zip(group.runs, unique_captions(group.runs))
-            for warning in run_warnings(run)]
+    return [(run.caption, warning) for run in group.runs for warning in run_warnings(run)]
 
 
 def _cell_html(value: object) -> str:

@@ -3,8 +3,8 @@
 Every function takes loaded runs (`harness.analysis.run.Run`: manifest, derived per-request table,
 summary) and an output folder, and returns the paths it wrote. Figures are matplotlib `Figure`
 objects rendered by the Agg canvas, so nothing depends on pyplot's global state or the session's
-backend. Runs are named by their captions (`harness.analysis.tables.unique_captions`: label,
-concurrency, REDUCED SCALE on the test bed, status), so a test-bed run is never mistaken for a
+backend. Runs are named by their captions (`Run.caption`: label, concurrency, REDUCED SCALE on the
+test bed, status; `tell_apart` numbers runs that share a label), so a test-bed run is never mistaken for a
 measurement of the published setup. Callers pass runs of one workload shape: figures set runs
 side by side.
 """
@@ -23,7 +23,6 @@ from harness.analysis.compare import accept_parts, decode_parts
 from harness.analysis.reference import QUOTED, ladder, ladder_provenance, load_reference, published_gains
 from harness.analysis.run import Run
 from harness.analysis.stats import bootstrap_ratio_of_sums
-from harness.analysis.tables import unique_captions
 from harness.metrics.energy import DOMAINS
 from harness.records.rundir import SCALE_LABEL
 
@@ -86,7 +85,7 @@ def plot_decode_throughput(runs: Sequence[Run], out_dir: Path) -> list[Path]:
         ax.text(end, i, f"  {point:.2f} tok/s\n  95% CI {low:.2f} - {high:.2f}\n  {len(run.measured)} requests"
                 f"\n  {energy_label(run)}", ha="left", va="center", fontsize=8)
     ax.set_xlim(0, right * 1.35 if right > 0 else 1)
-    ax.set_yticks(range(len(runs)), unique_captions(runs), fontsize=8)
+    ax.set_yticks(range(len(runs)), [run.caption for run in runs], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("decode throughput, tokens/s = sum(output tokens - 1) / sum(first token to [DONE] time)")
     ax.set_title("Decode throughput per run (aggregate over requests), 95% bootstrap interval")
@@ -108,7 +107,7 @@ def plot_latency_cdf(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     unit, divisor = _time_unit(samples)
     fig = new_figure(10, 5.5)
     ax = fig.add_subplot()
-    for i, (name, x) in enumerate(zip(unique_captions(runs), samples)):
+    for i, (name, x) in enumerate(zip([run.caption for run in runs], samples)):
         if x.size == 0:
             continue
         x = np.sort(x) / divisor
@@ -135,7 +134,7 @@ def plot_tpot_vs_length(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     """One point per request: TPOT (ms per output token after the first) against output length."""
     fig = new_figure(10, 5.5)
     ax = fig.add_subplot()
-    for i, (run, name) in enumerate(zip(runs, unique_captions(runs))):
+    for i, (run, name) in enumerate(zip(runs, [run.caption for run in runs])):
         tokens = run.measured["completion_tokens"].to_numpy(dtype=float)
         tpot = run.measured["tpot_ms"].to_numpy(dtype=float)
         keep = np.isfinite(tokens) & np.isfinite(tpot)
@@ -177,7 +176,7 @@ def plot_accept_length(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     run value (total tokens / total rounds) as a line; a note where the run did not speculate."""
     fig, axes = _histogram_panels(runs, "Speculative decoding: accept length per request "
                                         "(tokens per verify round, bonus token included)")
-    for i, (ax, run, name) in enumerate(zip(axes, runs, unique_captions(runs))):
+    for i, (ax, run, name) in enumerate(zip(axes, runs, [run.caption for run in runs])):
         lengths = _finite(run.measured["accept_length"])
         ax.set_title(name, fontsize=9)
         if lengths.size == 0:
@@ -198,7 +197,7 @@ def plot_accept_length(runs: Sequence[Run], out_dir: Path) -> list[Path]:
 def plot_output_length(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     """Distribution of output length per run (completion_tokens), mean and median marked."""
     fig, axes = _histogram_panels(runs, "Output length per request (completion_tokens), one panel per run")
-    for i, (ax, run, name) in enumerate(zip(axes, runs, unique_captions(runs))):
+    for i, (ax, run, name) in enumerate(zip(axes, runs, [run.caption for run in runs])):
         tokens = _finite(run.measured["completion_tokens"])
         ax.set_title(name, fontsize=9)
         if tokens.size == 0:

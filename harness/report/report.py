@@ -27,7 +27,7 @@ from harness.analysis.reference import provenance_notes, reference_table, refere
 from harness.analysis.roofline import RooflineInputs
 from harness.analysis.run import Run
 from harness.analysis.shapes import ShapeGroup, compare_by_shape, shape_text
-from harness.analysis.tables import headline, power_note, run_warnings, unique_captions
+from harness.analysis.tables import headline, power_note, run_warnings
 from harness.metrics.roofline import Roofline
 from harness.records.rundir import SCALE_LABEL
 from harness.report.headline import headline_html, headline_markdown
@@ -131,7 +131,7 @@ def reference_view(runs: Sequence[Run]) -> pd.DataFrame:
     """Published figures beside the runs (`reference_table`, one column per run named by its
     caption), 6 significant digits, figures the sources do not state as such marked `*`
     (`provenance_notes` says how each was derived)."""
-    names = dict(zip([r.run_id for r in runs], unique_captions(runs)))
+    names = {run.run_id: run.caption for run in runs}
     return reference_text(reference_table([r.summary for r in runs])).rename(columns=names).reset_index()
 
 
@@ -145,7 +145,7 @@ class Page:
 
     def __init__(self, runs: Sequence[Run], groups: Sequence[ShapeGroup], figures: Sequence[tuple[str, list[Path]]]):
         self.runs, self.groups, self.figures = list(runs), list(groups), list(figures)
-        self.names = dict(zip([r.run_id for r in runs], unique_captions(runs)))
+        self.names = {run.run_id: run.caption for run in runs}
 
     def details(self) -> list[tuple[str, list[tuple[str, str, pd.DataFrame | None]]]]:
         """Collapsed sections: (summary, [(heading, text, table)])."""
@@ -228,7 +228,7 @@ def find_run_dirs(root: Path | str) -> list[Path]:
 def group_figures(group: ShapeGroup, out_dir: Path) -> list[Path]:
     """The run figures and decode rooflines of one shape group's runs."""
     rooflines = [run.roofline[0] for run in group.runs]
-    return [*plot_runs(group.runs, out_dir), *plot_run_roofline(unique_captions(group.runs), rooflines, out_dir)]
+    return [*plot_runs(group.runs, out_dir), *plot_run_roofline([run.caption for run in group.runs], rooflines, out_dir)]
 
 
 def build_report(runs: Sequence[Run | Path | str], out_dir: Path | str, baseline: Path | str | None = None,

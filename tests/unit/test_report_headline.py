@@ -87,3 +87,14 @@ def test_a_verdict_needs_an_interval_that_excludes_zero(metric, change, low, hig
     row = pd.Series({"metric": metric, "change": change, "ci95_low": low, "ci95_high": high, "p_value": p,
                      "change_kind": kind}, dtype=object)
     assert verdict(row) == expected
+
+
+def test_runs_sharing_a_label_are_numbered_and_a_run_without_ok_requests_is_no_baseline(tmp_path):
+    failed = synthetic_records(10.0)[:1]
+    failed[0].status, failed[0].error_kind = "error", "disconnected"
+    dirs = [write_run(tmp_path, "r1", failed, SYNTHETIC), write_run(tmp_path, "r2", synthetic_records(10.0), SYNTHETIC),
+            write_run(tmp_path, "r3", synthetic_records(8.0), SYNTHETIC)]
+    [group] = compare_by_shape([Run.load(d) for d in dirs])
+    assert [run.name for run in group.runs] == ["sglang #1", "sglang #2", "sglang #3"]
+    assert group.baseline.run_id == "r2"
+    assert group.comparison.set_index(["run_id", "metric", "stat"]).loc[("r3", "tpot_ms", "mean"), "verdict"] == "better"
