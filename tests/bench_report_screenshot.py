@@ -5,7 +5,7 @@ screenshot, and says where the headline ends against the fold.
 
 Without run directories it reports the two latest runs under results/ (as `make report`). Prints
 the screenshot's path, the headline's first table's bottom edge in CSS pixels, and whether it is
-above the fold (the window's height). Chromium: `chromium`, `chromium-browser`, `google-chrome` or
+above the fold (the page's viewport: the window less the browser's frame, as in a real window). Chromium: `chromium`, `chromium-browser`, `google-chrome` or
 $SPARKBENCH_CHROMIUM; `apt-get install -y chromium` on Debian.
 """
 
@@ -102,9 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     png = screenshot(browser, html, args.out / f"screenshot-{args.width}.png", args.width, args.height)
     found = layout(browser, html, args.width, args.height)
     bottom = found["first_table"]["bottom"] if found["first_table"] else float("nan")
+    width, fold = found["viewport"]
     print(f"screenshot: {png} ({ink_share(png):.1%} of pixels not background)")
-    print(f"headline's first table ends at {bottom:.0f} px of a {args.height} px window at {args.width} px wide: "
-          f"{'above' if bottom <= args.height else 'BELOW'} the fold; page width {found['scroll_width']} px")
+    print(f"headline's first table ends at {bottom:.0f} px; the page's viewport in a {args.width} x {args.height} "
+          f"window is {width} x {fold} px: {'above' if bottom <= fold else 'BELOW'} the fold; "
+          f"page width {found['scroll_width']} px{'' if found['scroll_width'] <= width else ' (runs off the side)'}")
     return 0
 
 

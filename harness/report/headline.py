@@ -35,13 +35,15 @@ def _cell_html(value: object) -> str:
     if not isinstance(value, dict):
         return f"<td>{html.escape(str(value))}</td>"
     verdict = value["verdict"]
-    change = (f"<br><span class='chg {verdict.replace(' ', '-')}'>{html.escape(value['change'])}"
-              f" {html.escape(verdict)}</span>") if value["change"] else ""
+    kind = verdict.replace(" ", "-")
+    # Change and verdict on lines of their own keep the column as narrow as its interval.
+    change = (f"<span class='chg {kind}'>{html.escape(value['change'])}</span>"
+              f"<span class='chg {kind}'>{html.escape(verdict)}</span>") if value["change"] else ""
     return f"<td class='num'>{html.escape(value['value'])}{change}</td>"
 
 
 def key_table_html(frame: pd.DataFrame) -> str:
-    """The key-figure table; a figure cell shows its value, and under it the change and verdict."""
+    """The key-figure table; a figure cell shows its value, and under it the change and the verdict."""
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
     rows = ["<tr>" + "".join(_cell_html(v) for v in row) + "</tr>" for row in frame.itertuples(index=False)]
     return f"<table class='key'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"

@@ -82,8 +82,9 @@ def plot_decode_throughput(runs: Sequence[Run], out_dir: Path) -> list[Path]:
         end = np.nanmax([point, high, 0.0])
         right = max(right, end)
         # The numbers sit right of the interval, where a short bar cannot crowd them.
-        ax.text(end, i, f"  {point:.2f} tok/s\n  95% CI {low:.2f} - {high:.2f}\n  {len(run.measured)} requests"
-                f"\n  {energy_label(run)}", ha="left", va="center", fontsize=8)
+        text = (f"  {point:.2f} tok/s\n  95% CI {low:.2f} - {high:.2f}\n  {len(run.measured)} requests\n  {energy_label(run)}"
+                if np.isfinite(point) else "  no request decoded: no throughput")
+        ax.text(end, i, text, ha="left", va="center", fontsize=8)
     ax.set_xlim(0, right * 1.35 if right > 0 else 1)
     ax.set_yticks(range(len(runs)), [run.caption for run in runs], fontsize=8)
     ax.invert_yaxis()

@@ -15,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 from harness.records.rundir import SCALE_LABEL
-from harness.report.report import STYLE, as_text, html_table, md_table, md_text
+from harness.report.markup import as_text, html_table, md_table, md_text
+from harness.report.report import STYLE
 from harness.report.sweep_plots import CAPTIONS
 
 

@@ -54,7 +54,8 @@ def test_the_page_opens_with_the_key_figures_then_figures_then_collapsed_details
     # The candidate's throughput is 1/0.8 of the baseline's for every request (unpaired: another
     # seed draws other prompts of the same shape): a clear gain.
     assert re.search(r"spark-mtp c=16</td><td>16</td><td>as configured</td><td>complete</td>", head)
-    assert re.search(r"97.22<br><span class='chg better'>\+25.0% \[\+\d+\.\d, \+\d+\.\d\] better", head)
+    assert re.search(r"97.22<span class='chg better'>\+25.0% \[\+\d+\.\d, \+\d+\.\d\]</span>"
+                     r"<span class='chg better'>better</span>", head)
     assert "accept length" in head and "synthetic: 64 in / 8 out, sampling not recorded" in head
     assert head.count("<table class='key'>") == 3 and "accuracy" in head  # GSM8K's own group
     assert "This group is not compared with baseline · c=1 · complete: different workload" in head
