@@ -68,8 +68,6 @@ def format_run_summary(run: Run, full: bool = False) -> str:
 
 # --- the headline: key figures of comparable runs ----------------------------------------------
 
-
-
 def figure_text(value: float) -> str:
     """4 significant digits, and whole numbers with thousands separators from 1,000 on."""
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
