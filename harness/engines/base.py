@@ -7,12 +7,15 @@ time only to place the request in the calendar.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
 from harness.errors import SparkbenchError
 from harness.spec import Prompt
+
+if TYPE_CHECKING:
+    from harness.engines.sse import Session
 
 # Marks a result whose chunk_tokens were counted one per text-bearing chunk, because the server
 # sent no running usage; readers must not take those counts as the server's.
@@ -64,13 +67,13 @@ class Backend(Protocol):
     name: str  # the API it speaks
     engine: str  # the engine of the server it talks to (whose meta objects it returns)
 
-    async def send(self, http: httpx.AsyncClient, base_url: str, prompt: Prompt) -> StreamResult: ...
+    async def send(self, http: Session, base_url: str, prompt: Prompt) -> StreamResult: ...
 
     def snapshot(self, http: httpx.Client, base_url: str) -> dict[str, Any]: ...
 
-    async def counters(self, http: httpx.AsyncClient, base_url: str) -> dict[str, float] | None: ...
+    async def counters(self, http: Session, base_url: str) -> dict[str, float] | None: ...
 
-    async def flush_prefix_cache(self, http: httpx.AsyncClient, base_url: str) -> str: ...
+    async def flush_prefix_cache(self, http: Session, base_url: str) -> str: ...
 
 
 class RequestFailed(SparkbenchError):

@@ -20,6 +20,7 @@ steps only; the run's counter delta is recorded beside it (`accept_length_server
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -32,7 +33,7 @@ from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreach
 from harness.engines.meta import NO_SPECULATION, lookup, number, speculation_columns
 from harness.engines.prometheus import spec_decode_counters
 from harness.engines.registry import Engine, register, register_api
-from harness.engines.sse import DONE, post_sse
+from harness.engines.sse import DONE, Session, post_sse
 from harness.engines.stream import NO_DEADLINES, Deadlines, collect
 from harness.spec import Prompt
 
@@ -101,17 +102,18 @@ def _take_final(result: StreamResult, chunk: dict[str, Any]) -> None:
     result.cached_tokens = int(cached) if isinstance(cached, (int, float)) else None
 
 
-async def events(http: httpx.AsyncClient, url: str, body: dict[str, Any]) -> AsyncIterator[tuple[int, Any]]:
+async def events(http: Session, url: str, body: dict[str, Any]) -> AsyncIterator[tuple[int, Any]]:
     """The stream's chunks, then DONE right after the `stop: true` chunk: llama.cpp's native stream
     sends no `data: [DONE]`, its last chunk is the end."""
-    async for now, payload in post_sse(http, url, body):
-        yield now, payload
-        if isinstance(payload, dict) and payload.get("stop"):
-            yield now, DONE
-            return
+    async with contextlib.aclosing(post_sse(http, url, body)) as chunks:
+        async for now, payload in chunks:
+            yield now, payload
+            if isinstance(payload, dict) and payload.get("stop"):
+                yield now, DONE
+                return
 
 
-async def stream(http: httpx.AsyncClient, base_url: str, body: dict[str, Any],
+async def stream(http: Session, base_url: str, body: dict[str, Any],
                  deadlines: Deadlines = NO_DEADLINES) -> StreamResult:
     """Stream one `/completion` request and return the raw, time-stamped result (a failure is
     recorded on it: `harness.engines.stream.collect`)."""
@@ -140,7 +142,7 @@ class LlamaCppBackend:
     def __init__(self, model: str | None = None, chat: bool = False, engine: str = "llamacpp") -> None:
         self.engine = engine  # `model` and `chat` belong to the OpenAI API; the native one has neither
 
-    async def send(self, http: httpx.AsyncClient, base_url: str, prompt: Prompt,
+    async def send(self, http: Session, base_url: str, prompt: Prompt,
                    deadlines: Deadlines = NO_DEADLINES) -> StreamResult:
         return await stream(http, base_url, request_body(prompt), deadlines)
 
@@ -151,12 +153,12 @@ class LlamaCppBackend:
             raise ServerHTTPError(f"{base_url}{PROPS} did not answer with JSON; is this a llama.cpp server?")
         return {"props": props, "slots": _get_json(http, base_url + SLOTS)}
 
-    async def flush_prefix_cache(self, http: httpx.AsyncClient, base_url: str) -> str:
+    async def flush_prefix_cache(self, http: Session, base_url: str) -> str:
         """Nothing to do: llama.cpp reuses a cached prompt only from its first token on, so prompts
         whose first tokens differ reuse nothing (each request's `cache_n` says so)."""
         return "not flushed (prefix reuse starts at the first token; distinct first tokens defeat it)"
 
-    async def counters(self, http: httpx.AsyncClient, base_url: str) -> dict[str, float] | None:
+    async def counters(self, http: Session, base_url: str) -> dict[str, float] | None:
         """Speculative totals from `/metrics` (drafts, draft_tokens, accepted_tokens); None
         unless the server runs with `--metrics`."""
         try:

@@ -20,7 +20,7 @@ from harness.engines.base import (ASSUMED_ONE_PER_CHUNK, MalformedStream, Server
                                   StreamResult, answers_json)
 from harness.engines.prometheus import SPEC_COUNTER_PREFIX, parse_metrics, scrape, spec_decode_counters
 from harness.engines.registry import Engine, register, register_api
-from harness.engines.sse import post_sse
+from harness.engines.sse import Session, post_sse
 from harness.engines.stream import NO_DEADLINES, Deadlines, collect
 from harness.errors import SparkbenchError
 from harness.spec import Prompt, SamplingParams
@@ -158,7 +158,7 @@ def _is_missing_route(message: str, url: str) -> bool:
     return message.startswith(f"{url} answered HTTP 404") and '"error"' not in message
 
 
-async def stream(http: httpx.AsyncClient, base_url: str, body: dict[str, Any], path: str,
+async def stream(http: Session, base_url: str, body: dict[str, Any], path: str,
                  deadlines: Deadlines = NO_DEADLINES) -> StreamResult:
     """Stream one request body to `path` and return the raw, time-stamped result (a failed
     request's result carries its error kind and message; see `harness.engines.stream.collect`).
@@ -217,7 +217,7 @@ class OpenAIBackend:
     def path(self) -> str:
         return CHAT if self.chat else COMPLETIONS
 
-    async def send(self, http: httpx.AsyncClient, base_url: str, prompt: Prompt,
+    async def send(self, http: Session, base_url: str, prompt: Prompt,
                    deadlines: Deadlines = NO_DEADLINES) -> StreamResult:
         if self.model is None:
             models = _models(await http.get(f"{base_url}/v1/models"), base_url)
@@ -238,12 +238,12 @@ class OpenAIBackend:
         facts["metrics_text_keys"] = spec_counter_names(metrics_text) if metrics_text is not None else []
         return facts
 
-    async def flush_prefix_cache(self, http: httpx.AsyncClient, base_url: str) -> str:
+    async def flush_prefix_cache(self, http: Session, base_url: str) -> str:
         """Nothing to do: vLLM caches whole blocks chained from the first, so prompts whose first
         tokens differ share no cached block (and the OpenAI API has no flush)."""
         return "not flushed (block-level prefix cache; distinct first tokens defeat it)"
 
-    async def counters(self, http: httpx.AsyncClient, base_url: str) -> dict[str, float] | None:
+    async def counters(self, http: Session, base_url: str) -> dict[str, float] | None:
         """vLLM's speculative counters now (drafts, draft_tokens, accepted_tokens); None without /metrics."""
         try:
             resp = await http.get(f"{base_url}/metrics")

@@ -24,7 +24,8 @@ from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreach
 from harness.engines.meta import NO_SPECULATION, first_number, number, speculation_columns
 from harness.engines.registry import Engine, register, register_api
 from harness.engines.scoring import CannotScore, ScoredTokens, post_json, read_answer
-from harness.engines.sse import post_sse
+from harness.engines.sglang_stream import ChunkReader
+from harness.engines.sse import Session, post_sse
 from harness.engines.stream import NO_DEADLINES, Deadlines, collect
 from harness.errors import SparkbenchError
 from harness.spec import Prompt, SamplingParams
@@ -59,43 +60,15 @@ def request_body(prompt: Prompt) -> dict[str, Any]:
     return body
 
 
-def _absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> None:
-    """Fold one chunk into the result: token count, ids, text, mode; stamp it if it brought tokens."""
-    if "error" in chunk:
-        raise ServerHTTPError(f"server reported an error mid-stream: {str(chunk['error'])[:300]}")
-    meta = chunk.get("meta_info") or {}
-    ids = chunk.get("output_ids") or []
-    count = meta.get("completion_tokens")
-    if count is None:
-        raise MalformedStream("SGLang chunk without meta_info.completion_tokens")
-    previous = result.chunk_tokens[-1] if result.chunk_tokens else 0
-    # An id list as long as the server's count is the whole output so far. After the first
-    # token only a cumulative stream can produce that; an incremental delta is always shorter.
-    if len(ids) == count:
-        result.output_ids = ids  # freshly parsed for this chunk: no copy needed
-        result.text = chunk.get("text", "")
-        if previous > 0:
-            result.stream_mode = "cumulative"
-    else:
-        result.output_ids.extend(ids)
-        result.text += chunk.get("text", "")
-        result.stream_mode = "incremental"
-    result.meta = meta
-    if count > previous:
-        if result.first_token_ns is None:
-            result.first_token_ns = now
-        result.last_token_ns = now
-        result.chunk_ns.append(now)
-        result.chunk_tokens.append(count)
-
-
-async def generate(http: httpx.AsyncClient, base_url: str, prompt: Prompt,
+async def generate(http: Session, base_url: str, prompt: Prompt,
                    deadlines: Deadlines = NO_DEADLINES) -> StreamResult:
     """Stream one prompt through `/generate` and return the raw, time-stamped result (a failed
     request's result carries its error kind and message; see `harness.engines.stream.collect`)."""
     url = f"{base_url}/generate"
     result = StreamResult(sent_unix_s=time.time(), sent_ns=time.perf_counter_ns())
-    await collect(post_sse(http, url, request_body(prompt)), result, _absorb_chunk, url, deadlines)
+    chunks = ChunkReader()
+    await collect(post_sse(http, url, request_body(prompt), chunks.decode), result, chunks.absorb, url, deadlines)
+    chunks.finish(result, url)
     _take_counts(result)
     return result
 
@@ -123,7 +96,7 @@ class SGLangBackend:
                                   "use --backend openai")
         self.engine = engine
 
-    async def send(self, http: httpx.AsyncClient, base_url: str, prompt: Prompt,
+    async def send(self, http: Session, base_url: str, prompt: Prompt,
                    deadlines: Deadlines = NO_DEADLINES) -> StreamResult:
         return await generate(http, base_url, prompt, deadlines)
 
@@ -132,7 +105,7 @@ class SGLangBackend:
         return {"server_info": _get_json(http, base_url, *SERVER_INFO_PATHS),
                 "model_info": _get_json(http, base_url, "/model_info", "/get_model_info")}
 
-    async def flush_prefix_cache(self, http: httpx.AsyncClient, base_url: str) -> str:
+    async def flush_prefix_cache(self, http: Session, base_url: str) -> str:
         """Empty the radix cache. Any earlier prompt that began with the same token would otherwise
         serve that token from the cache; only the server can forget what it has seen.
 
@@ -153,7 +126,7 @@ class SGLangBackend:
                                   f"{resp.text.strip()[:200]} (use --keep-prefix-cache to skip the flush)")
         return "flushed (POST /flush_cache)"
 
-    async def counters(self, http: httpx.AsyncClient, base_url: str) -> None:
+    async def counters(self, http: Session, base_url: str) -> None:
         """None: SGLang reports speculative statistics per request in meta_info, which is what we use
         (its running average in /server_info includes warm-up and earlier runs)."""
         return None

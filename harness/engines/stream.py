@@ -12,6 +12,7 @@ no token do not keep a request alive.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from collections.abc import AsyncIterator, Callable
@@ -75,7 +76,8 @@ async def collect(events: AsyncIterator[tuple[int, Any]], result: StreamResult, 
     when, error = deadlines.due(start, start, has_token=False)
     timer = asyncio.timeout_at(None if math.isinf(when) else when)
     try:
-        async with timer:
+        # aclosing: the stream's connection goes back to its pool as soon as [DONE] is read.
+        async with timer, contextlib.aclosing(events):
             async for now, payload in events:
                 if payload is DONE:
                     result.end_ns = now

@@ -14,10 +14,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from harness.engines.base import Backend, StreamResult
 from harness.engines.registry import engine_named
+from harness.engines.sse import Session
 from harness.errors import SparkbenchError
 from harness.guard.checks import GuardReport, check_canary, check_prefix_cache, check_startup
 from harness.guard.profiles import Profile
@@ -30,6 +29,7 @@ CANARY_TOKENS = 64
 # A busy host can hold one canary's tokens back (the server's output process not scheduled until its
 # decode is over); a buffering server holds back every one. Refused only when each attempt is held.
 STREAM_ATTEMPTS = 3
+CANARY_READ_TIMEOUT_S = 300.0  # longest silence inside the canary's stream
 
 
 class GuardFailed(SparkbenchError):
@@ -57,7 +57,7 @@ def send_canary(backend: Backend, base_url: str, headers: dict[str, str] | None 
     """Send the short greedy canary request and return what the client saw; a canary that fails
     is a one-line error (the checks cannot be made)."""
     async def send():
-        async with httpx.AsyncClient(timeout=httpx.Timeout(300.0, connect=10.0), headers=headers) as http:
+        async with Session(headers=headers, read_timeout_s=CANARY_READ_TIMEOUT_S) as http:
             return await backend.send(http, base_url, CANARY)
 
     return asyncio.run(send()).raise_for_error()

@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from harness.config import StrictModel
 from harness.engines.base import Backend, ServerUnreachable, StreamResult
+from harness.engines.sse import Session
 from harness.engines.stream import Deadlines
 from harness.errors import SparkbenchError, describe_os_error
 from harness.power.sampler import DEFAULT_INTERVAL_S, power_sampling
@@ -97,7 +98,7 @@ class _Progress:
             self.bar.close()
 
 
-async def _warm_up(http: httpx.AsyncClient, backend: Backend, options: RunOptions, prompts: list[Prompt]) -> None:
+async def _warm_up(http: Session, backend: Backend, options: RunOptions, prompts: list[Prompt]) -> None:
     """Warm-up requests; one that fails means the server cannot serve the workload: stop here."""
     for prompt in prompts:
         result = await backend.send(http, options.base_url, prompt, options.deadlines(prompt))
@@ -126,9 +127,7 @@ def _pool(http, backend: Backend, options: RunOptions, run: RunDir, writer: Reco
 
 
 async def _drive(backend, options, warmups, work, run: RunDir, writer, progress) -> Pool:
-    timeout = httpx.Timeout(options.request_timeout_s, connect=10.0)
-    limits = httpx.Limits(max_connections=options.concurrency, max_keepalive_connections=options.concurrency)
-    async with httpx.AsyncClient(timeout=timeout, limits=limits, headers=options.headers) as http:
+    async with Session(headers=options.headers, read_timeout_s=options.request_timeout_s) as http:
         await _warm_up(http, backend, options, warmups)
         if options.flush_prefix_cache:
             run.update(prefix_cache_flush=await backend.flush_prefix_cache(http, options.base_url))

@@ -26,6 +26,7 @@ from harness.engines.detect import make_backend
 from harness.engines.llamacpp import LlamaCppBackend, llamacpp_server_facts
 from harness.engines.registry import detect, engine_named
 from harness.spec import Prompt, SamplingParams
+from tests.fakes.replay import mock_session
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 BASE = "http://llamacpp.test"
@@ -54,7 +55,7 @@ def send(body: str, prompt: Prompt | None = None) -> tuple[Any, list[dict[str, A
         return httpx.Response(200, content=body.encode(), headers={"content-type": "text/event-stream"})
 
     async def go():
-        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+        async with mock_session(handler) as http:
             return await LlamaCppBackend().send(http, BASE, prompt or Prompt("p", GREEDY_32, input_ids=(5, 6, 7)))
     return asyncio.run(go()), sent
 

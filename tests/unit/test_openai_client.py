@@ -26,6 +26,7 @@ from harness.engines.openai import ASSUMED_ONE_PER_CHUNK, NotOpenAIServer, OpenA
 from harness.engines.sglang import SGLangBackend
 from harness.errors import SparkbenchError
 from harness.spec import Prompt, SamplingParams
+from tests.fakes.replay import mock_session
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 BASE = "http://vllm.test"
@@ -62,7 +63,7 @@ def sse(body: str, status: int = 200) -> httpx.Response:
 
 def send(backend: OpenAIBackend, server: FakeServer, prompt: Prompt):
     async def go():
-        async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as http:
+        async with mock_session(server) as http:
             return await backend.send(http, BASE, prompt)
     return asyncio.run(go())
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import json
 import re
 from pathlib import Path
@@ -14,6 +15,8 @@ from harness.engines.base import (ConnectFailed, MalformedStream, ServerHTTPErro
                                   StreamIncomplete)
 from harness.engines.sglang import generate, request_body
 from harness.spec import Prompt, SamplingParams
+from harness.engines.sse import Session
+from tests.fakes.replay import mock_session
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 PROMPT = Prompt("p0", SamplingParams(max_new_tokens=5, ignore_eos=True), input_ids=(17, 6, 7))
@@ -26,7 +29,7 @@ def _run(body: bytes | str, status: int = 200, raise_exc: Exception | None = Non
         return httpx.Response(status, content=body if isinstance(body, bytes) else body.encode())
 
     async def go():
-        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+        async with mock_session(handler) as http:
             return await generate(http, "http://server", PROMPT)
 
     return asyncio.run(go())
@@ -104,8 +107,16 @@ def test_connection_reset_mid_stream_is_a_disconnect():
 
 
 def test_refused_connection_is_raised_the_request_was_never_sent():
-    with pytest.raises(ConnectFailed, match="cannot connect"):
-        _run("", raise_exc=httpx.ConnectError("refused"))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))  # bound but not listening: connections are refused
+        port = sock.getsockname()[1]
+
+        async def go():
+            async with Session() as http:
+                return await generate(http, f"http://127.0.0.1:{port}", PROMPT)
+
+        with pytest.raises(ConnectFailed, match="cannot connect"):
+            asyncio.run(go())
 
 
 def _flush(statuses: list[int]) -> tuple[object, int]:
@@ -120,7 +131,7 @@ def _flush(statuses: list[int]) -> tuple[object, int]:
         return httpx.Response(next(answers), text="Flush cache failed.")
 
     async def go():
-        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+        async with mock_session(handler) as http:
             return await sglang.SGLangBackend().flush_prefix_cache(http, "http://server")
 
     try:

@@ -1,5 +1,6 @@
 """The SSE reader under arbitrary byte splits, truncations and garbage: it never crashes, never
-invents an event, and never loses a complete one."""
+invents an event, and never loses a complete one. Splits fall between HTTP chunks (through the
+whole client) and anywhere in the raw bytes of the answer, framing included (the parser alone)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from hypothesis import strategies as st
 
 from harness.engines.base import RequestFailed
 from harness.engines.sse import DONE, post_sse
+from harness.engines.wire import EventStreamReader
+from tests.fakes.replay import mock_session
 
 # Drawing the examples, not reading them, is most of the cost (about 4 ms each here): 2,000
 # splits, each with up to 12 cuts, reach every boundary of these short streams many times over.
@@ -36,14 +39,13 @@ def split(body: bytes, cuts: list[int]) -> list[bytes]:
 
 class OneBody:
     """One client for every example (making a client costs more than reading a stream): each
-    example sets the parts the next response streams."""
+    example sets the parts the next response streams, each part one HTTP chunk."""
 
     def __init__(self) -> None:
         self.parts: list[bytes] = []
         self.loop = asyncio.new_event_loop()
-        transport = httpx.MockTransport(lambda request: httpx.Response(
+        self.http = mock_session(lambda request: httpx.Response(
             200, headers={"content-type": "text/event-stream"}, stream=Chunks(self.parts)))
-        self.http = httpx.AsyncClient(transport=transport)
 
     def events(self, parts: list[bytes]) -> tuple[list, Exception | None]:
         self.parts[:] = parts
@@ -83,3 +85,22 @@ def test_truncated_or_garbled_streams_fail_as_a_request_never_a_crash(events, ke
     whole_before_cut = complete[:keep].count(b"\n\n")  # events complete before the garbage begins
     assert seen[:whole_before_cut] == events[:whole_before_cut]
     assert all(item is DONE or isinstance(item, dict) for item in seen)  # nothing but objects is an event
+
+
+@settings(max_examples=EXAMPLES // 5, deadline=None)
+@given(events=st.lists(objects, max_size=6), noise=st.lists(comments, max_size=3),
+       sizes=st.lists(st.integers(min_value=1, max_value=90), min_size=1, max_size=6),
+       cuts=st.lists(st.integers(min_value=0, max_value=3_000), max_size=16))
+def test_any_split_of_the_raw_answer_gives_every_data_line_in_order(events, noise, sizes, cuts):
+    lines = ("".join(noise) + "".join(f"data: {json.dumps(e)}\r\n\r\n" for e in events)).encode()
+    pieces, at = [], 0
+    while at < len(lines):  # HTTP chunks of the given sizes, in turn
+        size = sizes[len(pieces) % len(sizes)]
+        pieces.append(b"%x;ext=1\r\n%s\r\n" % (len(lines[at:at + size]), lines[at:at + size]))
+        at += size
+    answer = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + b"".join(pieces) + b"0\r\n\r\n"
+    reader, seen = EventStreamReader(), []
+    for part in split(answer, cuts):
+        seen += reader.feed(part)
+    assert reader.complete and reader.reusable
+    assert [json.loads(payload) for payload in seen] == events

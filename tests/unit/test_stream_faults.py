@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
 import pytest
 
 from harness.engines.openai import OpenAIBackend
@@ -15,6 +14,7 @@ from harness.records.requests import RequestRecord
 from harness.spec import Prompt, SamplingParams
 from tests.fakes.stream_server import Script, serving
 from tests.unit.conftest import to_frame
+from harness.engines.sse import Session
 
 TOKENS = 48
 ALL_THREE = {"buffered", "late_first_token", "sparse"}
@@ -35,7 +35,7 @@ def record_of(backend, base_url: str, seq: int = 0) -> RequestRecord:
     prompt = Prompt(f"p{seq}", SamplingParams(max_new_tokens=TOKENS, ignore_eos=True), text="one two three")
 
     async def send():
-        async with httpx.AsyncClient(timeout=30.0) as http:
+        async with Session(read_timeout_s=30.0) as http:
             return await backend.send(http, base_url, prompt)
 
     return RequestRecord.build(run_id="r", seq=seq, workload="synthetic", engine=backend.engine, api=backend.name,

@@ -1,0 +1,151 @@
+"""An incremental HTTP/1.1 response reader for event streams, with no I/O of its own.
+
+`EventStreamReader.feed(bytes)` takes whatever the socket gave and returns the payloads of the
+`data:` lines completed by it (bytes, stripped; `[DONE]` included). It reads the status line and
+headers, then a chunked, sized or read-until-close body, and splits the body into SSE lines (LF,
+CRLF or CR). Everything else of SSE (comments, `event:`, `id:`, blank separators) is skipped, as
+the clients only ever need the data. The reader is a plain state machine so that the transport can
+call it from the socket callback, stamp the arrival there and hand over only finished events.
+"""
+
+from __future__ import annotations
+
+from harness.engines.base import MalformedStream
+
+MAX_HEAD_BYTES = 64 * 1024  # a status line and headers longer than this are not an HTTP answer
+MAX_ERROR_BODY = 4096  # of an error answer, only the start is kept for the message
+DATA = b"data:"
+
+
+class EventStreamReader:
+    """The state of one HTTP response being read: head, then body framing, then SSE lines."""
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+        self.headers: dict[str, str] = {}
+        self.complete = False  # the body ended as its framing says (or the connection closed a close-body)
+        self.reusable = False  # the connection may carry another request afterwards
+        self._raw = bytearray()  # bytes not yet taken by the head or the body framing
+        self._lines = bytearray()  # body bytes not yet split into lines
+        self._chunk_left: int | None = None  # chunked: bytes left in the current chunk (None: at a size line)
+        self._length: int | None = None  # sized body: bytes left
+        self._chunked = False
+        self._trailers = False
+        self.error_body = bytearray()  # the start of a non-2xx answer's body
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Take newly received bytes; return the `data:` payloads of the lines they complete."""
+        self._raw += data
+        if self.status is None and not self._read_head():
+            return []
+        if self._chunked:
+            self._unchunk()
+        elif self._length is not None:
+            take = min(self._length, len(self._raw))
+            self._body(bytes(self._raw[:take]))
+            del self._raw[:take]
+            self._length -= take
+            self.complete = self.reusable = self._length == 0
+        else:
+            self._body(bytes(self._raw))
+            self._raw.clear()
+        return self._events(final=self.complete)
+
+    def eof(self) -> list[bytes]:
+        """The connection closed: a read-until-close body ends here; the last line counts."""
+        if self.status is not None and not self._chunked and self._length is None:
+            self.complete = True
+        return self._events(final=True)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is not None and self.status < 400
+
+    def _read_head(self) -> bool:
+        end = self._raw.find(b"\r\n\r\n")
+        if end < 0:
+            if len(self._raw) > MAX_HEAD_BYTES:
+                raise MalformedStream(f"answer has no end of headers within {MAX_HEAD_BYTES} bytes")
+            return False
+        lines = bytes(self._raw[:end]).decode("latin-1").split("\r\n")
+        del self._raw[:end + 4]
+        parts = lines[0].split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+            raise MalformedStream(f"answer is not HTTP/1.x: {lines[0][:80]!r}")
+        self.status = int(parts[1])
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            self.headers[name.strip().lower()] = value.strip()
+        self._chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
+        if not self._chunked and "content-length" in self.headers:
+            self._length = _content_length(self.headers["content-length"])
+        self.reusable = "close" not in self.headers.get("connection", "").lower()
+        return True
+
+    def _unchunk(self) -> None:
+        """Move whole or partial chunk data from the raw bytes to the body, dropping the framing."""
+        raw = self._raw
+        while raw and not self.complete:
+            if self._trailers:
+                end = raw.find(b"\r\n")
+                if end < 0:
+                    return
+                del raw[:end + 2]
+                self.complete = end == 0  # a blank line ends the trailers and the body
+                continue
+            if self._chunk_left is None:
+                end = raw.find(b"\r\n")
+                if end < 0:
+                    if len(raw) > 1024:
+                        raise MalformedStream("chunk size line too long")
+                    return
+                self._chunk_left = _chunk_size(bytes(raw[:end]))
+                del raw[:end + 2]
+                if self._chunk_left == 0:
+                    self._trailers, self._chunk_left = True, None
+                continue
+            if len(raw) < self._chunk_left + 2:
+                if len(raw) > self._chunk_left:  # all the data is here, its CRLF not yet
+                    return
+                self._body(bytes(raw))
+                self._chunk_left -= len(raw)
+                raw.clear()
+                return
+            self._body(bytes(raw[:self._chunk_left]))
+            if raw[self._chunk_left:self._chunk_left + 2] != b"\r\n":
+                raise MalformedStream("chunk data not followed by CRLF")
+            del raw[:self._chunk_left + 2]
+            self._chunk_left = None
+
+    def _body(self, data: bytes) -> None:
+        if self.ok:
+            self._lines += data
+        elif len(self.error_body) < MAX_ERROR_BODY:
+            self.error_body += data[:MAX_ERROR_BODY - len(self.error_body)]
+
+    def _events(self, final: bool) -> list[bytes]:
+        """Split the body into lines; return the payloads of complete `data:` lines."""
+        buffer = self._lines
+        # A CRLF split between reads leaves one empty line behind, which carries no data.
+        end = len(buffer) if final else max(buffer.rfind(b"\n"), buffer.rfind(b"\r")) + 1
+        if end <= 0:
+            return []
+        text = bytes(buffer[:end])
+        del buffer[:end]
+        if b"\r" in text:
+            text = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        return [line[5:].strip() for line in text.split(b"\n") if line.startswith(DATA)]
+
+
+def _content_length(value: str) -> int:
+    if not value.strip().isdigit():
+        raise MalformedStream(f"bad content-length {value[:40]!r}")
+    return int(value)
+
+
+def _chunk_size(line: bytes) -> int:
+    size = line.split(b";", 1)[0].strip()
+    try:
+        return int(size, 16)
+    except ValueError:
+        raise MalformedStream(f"bad chunk size line {line[:40]!r}") from None
