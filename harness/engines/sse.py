@@ -16,8 +16,8 @@ import base64
 import ssl
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 import httpx
@@ -31,9 +31,21 @@ DONE = object()  # sentinel yielded for `data: [DONE]`
 DONE_BYTES = b"[DONE]"
 CONNECT_TIMEOUT_S = 10.0
 _ANY = msgspec.json.Decoder()
+T = TypeVar("T")
 Decode = Callable[[str, bytes], Any]
 Address = tuple[str, str, int]  # scheme, host, port
 Opener = Callable[[Address, Callable[[], asyncio.Protocol]], Awaitable[Any]]
+
+
+def run_streams(main: Coroutine[Any, Any, T]) -> T:
+    """Run `main` on uvloop where it is installed (libuv's loop costs less than half of asyncio's
+    per socket wake-up, which is the floor of the per-chunk cost: `tests.bench_client`), else on
+    asyncio's own loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    return uvloop.run(main)
 
 
 def json_object(url: str, raw: bytes) -> dict[str, Any]:
@@ -109,11 +121,17 @@ class Session:
                  control: httpx.AsyncClient | None = None, opener: Opener | None = None) -> None:
         self.headers = dict(headers or {})
         self.read_timeout_s = read_timeout_s
-        self.control = control or httpx.AsyncClient(
-            timeout=httpx.Timeout(read_timeout_s, connect=CONNECT_TIMEOUT_S), headers=self.headers)
+        self._control = control  # made on first use: an httpx client costs tens of ms of CPU to make
         self._idle: dict[Address, list[_Connection]] = {}
         self._open: set[_Connection] = set()  # every connection made, closed with the session
         self._opener = opener or _open_socket  # another opener: in-memory servers for tests
+
+    @property
+    def control(self) -> httpx.AsyncClient:
+        if self._control is None:
+            self._control = httpx.AsyncClient(timeout=httpx.Timeout(self.read_timeout_s, connect=CONNECT_TIMEOUT_S),
+                                              headers=self.headers)
+        return self._control
 
     async def get(self, url: str, **kwargs: Any) -> httpx.Response:
         return await self.control.get(url, **kwargs)
@@ -132,7 +150,8 @@ class Session:
             conn.transport.close()
         self._open.clear()
         self._idle.clear()
-        await self.control.aclose()
+        if self._control is not None:
+            await self._control.aclose()
 
     async def connect(self, address: Address, fresh: bool = False) -> tuple[_Connection, bool]:
         """(an idle connection to `address`, True), else (a new one, False); ConnectFailed when it

@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.engines.base import Backend, StreamResult
 from harness.engines.registry import engine_named
-from harness.engines.sse import Session
+from harness.engines.sse import Session, run_streams
 from harness.errors import SparkbenchError
 from harness.guard.checks import GuardReport, check_canary, check_prefix_cache, check_startup
 from harness.guard.profiles import Profile
@@ -60,7 +60,7 @@ def send_canary(backend: Backend, base_url: str, headers: dict[str, str] | None 
         async with Session(headers=headers, read_timeout_s=CANARY_READ_TIMEOUT_S) as http:
             return await backend.send(http, base_url, CANARY)
 
-    return asyncio.run(send()).raise_for_error()
+    return run_streams(send()).raise_for_error()
 
 
 def streamed_canary(backend: Backend, base_url: str, headers: dict[str, str] | None = None

@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from harness.config import StrictModel
 from harness.engines.base import Backend, ServerUnreachable, StreamResult
-from harness.engines.sse import Session
+from harness.engines.sse import Session, run_streams
 from harness.engines.stream import Deadlines
 from harness.errors import SparkbenchError, describe_os_error
 from harness.power.sampler import DEFAULT_INTERVAL_S, power_sampling
@@ -82,6 +82,7 @@ class _Progress:
         self.bar: tqdm | None = None
         self.started = 0.0
         self.tokens = 0
+        self.chunks = 0  # token-bearing chunks streamed, for the client's own load
 
     def start(self) -> None:
         self.bar = tqdm(total=self.total, unit="req", disable=not self.enabled, file=sys.stderr, dynamic_ncols=True)
@@ -98,12 +99,16 @@ class _Progress:
             self.bar.close()
 
 
-async def _warm_up(http: Session, backend: Backend, options: RunOptions, prompts: list[Prompt]) -> None:
-    """Warm-up requests; one that fails means the server cannot serve the workload: stop here."""
+async def _warm_up(http: Session, backend: Backend, options: RunOptions, prompts: list[Prompt]) -> int:
+    """Warm-up requests; one that fails means the server cannot serve the workload: stop here.
+    Returns the token-bearing chunks they streamed."""
+    chunks = 0
     for prompt in prompts:
         result = await backend.send(http, options.base_url, prompt, options.deadlines(prompt))
         if result.error_kind is not None:
             raise WarmupFailed(f"warm-up request failed, nothing measured: {result.error_message}")
+        chunks += len(result.chunk_ns)
+    return chunks
 
 
 def _pool(http, backend: Backend, options: RunOptions, run: RunDir, writer: RecordWriter, progress,
@@ -115,6 +120,7 @@ def _pool(http, backend: Backend, options: RunOptions, run: RunDir, writer: Reco
         return await backend.send(http, options.base_url, prompt, options.deadlines(prompt))
 
     def record(seq: int, prompt: Prompt, result: StreamResult) -> None:
+        progress.chunks += len(result.chunk_ns)
         writer.append(RequestRecord.build(run_id=run.manifest["run_id"], seq=seq, workload=workload,
                                           engine=backend.engine, api=backend.name, prompt=prompt,
                                           result=result))
@@ -127,8 +133,9 @@ def _pool(http, backend: Backend, options: RunOptions, run: RunDir, writer: Reco
 
 
 async def _drive(backend, options, warmups, work, run: RunDir, writer, progress) -> Pool:
+    cpu_start, wall_start = time.process_time(), time.perf_counter()
     async with Session(headers=options.headers, read_timeout_s=options.request_timeout_s) as http:
-        await _warm_up(http, backend, options, warmups)
+        progress.chunks = await _warm_up(http, backend, options, warmups)
         if options.flush_prefix_cache:
             run.update(prefix_cache_flush=await backend.flush_prefix_cache(http, options.base_url))
         # Server-side counters bracket the measured requests only (never warm-up or earlier runs).
@@ -140,9 +147,18 @@ async def _drive(backend, options, warmups, work, run: RunDir, writer, progress)
         with power_sampling(run.path, options.power_interval_s) as power, stop_signals(pool):
             run.update(power=power)
             await pool.run(work)
+        run.update(client_load=client_load(cpu_start, wall_start, progress.chunks))
         run.update(server_counters={**run.manifest["server_counters"],
                                     "after": await backend.counters(http, options.base_url)})
         return pool
+
+
+def client_load(cpu_start: float, wall_start: float, chunks: int) -> dict[str, float | int]:
+    """This process's own load over warm-up and measured requests: CPU seconds (all its threads),
+    wall seconds and token-bearing chunks streamed; CPU per chunk says whether the client could
+    have been the bottleneck (`tests.bench_client` measures it against real servers)."""
+    return {"cpu_s": time.process_time() - cpu_start, "wall_s": time.perf_counter() - wall_start,
+            "chunks": chunks}
 
 
 def execute(backend: Backend, options: RunOptions, workload: Workload, run: RunDir,
@@ -159,7 +175,7 @@ def execute(backend: Backend, options: RunOptions, workload: Workload, run: RunD
         total = len(prompts)
         work = [(seq, prompt) for seq, prompt in enumerate(prompts) if prompt.prompt_id not in done]
         progress.total = len(work)
-        pool = asyncio.run(_drive(backend, options, warmups, work, run, writer, progress))
+        pool = run_streams(_drive(backend, options, warmups, work, run, writer, progress))
         status, error = _ending(pool)
     except KeyboardInterrupt:
         status, error = "interrupted", "stopped by Ctrl-C; the requests in flight were not recorded"
