@@ -6,7 +6,7 @@ Run from the repository root (heavy: under the shared lock on a shared host):
   chunks per second received, client CPU per chunk, and the chunks per CPU-second that makes.
 - `.venv/bin/python -m tests.bench_client sglang [--form cumulative|incremental]`: the real SGLang
   test bed (started here, or `--server URL --model DIR`), 512 tokens in, greedy, at c=1 (20 x 256
-  out), c=16 (32 x 256 out) and c=1 (3 x 2,048 out). Each shape runs `sparkbench run synthetic`
+  out), c=16 (32 x 256 out) and c=1 (2 x 2,048 out). Each shape runs `sparkbench run synthetic`
   and then SGLang's own `python -m sglang.benchmark.serving` from the test-bed environment against
   the same server, and prints them side by side: in-run client CPU (warm-up plus measured requests,
   what the process spent inside the run) per streamed chunk, median TTFT, sparkbench's median TTFT
@@ -38,7 +38,7 @@ from harness.spec import Prompt, SamplingParams
 from harness.testbed.envs import env_python
 from tests.fakes.fast_server import fast_server
 
-SHAPES = ((1, 20, 256), (16, 32, 256), (1, 3, 2048))  # concurrency, requests, output tokens
+SHAPES = ((1, 20, 256), (16, 32, 256), (1, 2, 2048))  # concurrency, requests, output tokens
 INPUT_TOKENS = 512
 SGLANG_BENCH = """
 import json, sys, time
@@ -100,13 +100,15 @@ def main_fake(args: argparse.Namespace) -> None:
 
 def measured(argv: list[str]) -> tuple[str, dict]:
     """Run a command; (its stdout, its CPU seconds and peak RSS in MB from the kernel's accounting)."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = proc.communicate()
-    usage = os.wait4(proc.pid, 0)[2] if proc.returncode is None else None
-    if proc.returncode:
-        raise SystemExit(f"{argv[:4]} failed: {err[-2000:]}")
-    return out, {"process_cpu_s": usage.ru_utime + usage.ru_stime if usage else float("nan"),
-                 "peak_rss_mb": usage.ru_maxrss / 1024 if usage else float("nan")}
+    with tempfile.TemporaryFile("w+") as errors:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, text=True)
+        out = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)  # reaped here, with its own resource usage
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            errors.seek(0)
+            raise RuntimeError(f"{Path(argv[0]).name} {argv[1]} failed: {errors.read()[-600:]}")
+    return out, {"process_cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024}
 
 
 def sparkbench_shape(url: str, model: Path, concurrency: int, requests: int, tokens: int, folder: Path) -> dict:
@@ -146,7 +148,10 @@ def main_sglang(args: argparse.Namespace) -> None:
         for shape in SHAPES:
             for client, measure in (("sparkbench", sparkbench_shape), ("sglang", sglang_bench_shape)):
                 with tempfile.TemporaryDirectory() as folder:
-                    print_row(args.form, shape, client, measure(url, model, *shape, Path(folder)))
+                    try:
+                        print_row(args.form, shape, client, measure(url, model, *shape, Path(folder)))
+                    except RuntimeError as exc:  # one client failing leaves the other's figures
+                        print(f"{args.form:>11} {shape} {client}: {exc}", flush=True)
 
 
 def _server(args: argparse.Namespace):
