@@ -43,6 +43,8 @@ WarmupOpt = Annotated[int, typer.Option(help=RunOptions.model_fields["warmup"].d
                                         **bounds(RunOptions, "warmup"))]
 ConcurrencyOpt = Annotated[int, typer.Option(help=RunOptions.model_fields["concurrency"].description,
                                              **bounds(RunOptions, "concurrency"))]
+ProcessesOpt = Annotated[int, typer.Option(help=RunOptions.model_fields["processes"].description,
+                                           **bounds(RunOptions, "processes"))]
 ResultsOpt = Annotated[Path, typer.Option(help="Folder that receives results/<run_id>/.")]
 TimeoutOpt = Annotated[float, typer.Option(help=RunOptions.model_fields["request_timeout_s"].description,
                                            **bounds(RunOptions, "request_timeout_s"))]
@@ -95,10 +97,14 @@ class Common:
     faults: Faults | None = None
     allow_buffered: bool = False
     label: str | None = None
+    processes: int = 1
 
     def options(self, base_url: str) -> RunOptions:
         faults = self.faults or Faults()
-        return RunOptions(base_url=base_url, warmup=self.warmup, concurrency=self.concurrency,
+        if self.processes > self.concurrency:
+            raise SparkbenchError(f"--processes {self.processes} is more than --concurrency {self.concurrency}: "
+                                  "each client process needs a request in flight")
+        return RunOptions(base_url=base_url, warmup=self.warmup, concurrency=self.concurrency, processes=self.processes,
                           request_timeout_s=self.request_timeout, show_progress=self.progress,
                           power_interval_s=self.power_sample_ms / 1000, max_errors=faults.max_errors,
                           first_token_timeout_s=faults.first_token_timeout, request_deadline_s=faults.request_deadline,
@@ -165,7 +171,8 @@ def run_synthetic(
     profile: ProfileOpt = None, model: ModelOpt = None, guard: GuardOpt = True,
     allow_buffered: AllowBufferedOpt = False, backend: BackendOpt = "auto", served_model: ServedModelOpt = None,
     warmup: WarmupOpt = default(R, "warmup"), concurrency: ConcurrencyOpt = default(R, "concurrency"),
-    results: ResultsOpt = Path("results"), request_timeout: TimeoutOpt = default(R, "request_timeout_s"),
+    processes: ProcessesOpt = default(R, "processes"), results: ResultsOpt = Path("results"),
+    request_timeout: TimeoutOpt = default(R, "request_timeout_s"),
     progress: ProgressOpt = True, power_sample_ms: PowerOpt = 100,
     max_errors: MaxErrorsOpt = None, first_token_timeout: FirstTokenOpt = None, request_deadline: DeadlineOpt = None,
     unreachable_grace: GraceOpt = default(R, "unreachable_grace_s"), api_key: ApiKeyOpt = None,
@@ -174,7 +181,8 @@ def run_synthetic(
     """Synthetic decode: random-token prompts, fixed output length, greedy, ignore_eos."""
     faults = Faults(max_errors, first_token_timeout, request_deadline, unreachable_grace, api_key, resume)
     common = Common(server, profile, model, guard, backend, served_model, warmup, concurrency, results,
-                    request_timeout, progress, keep_prefix_cache, power_sample_ms, faults, allow_buffered, label)
+                    request_timeout, progress, keep_prefix_cache, power_sample_ms, faults, allow_buffered, label,
+                    processes)
     _run(common, "synthetic", {"num_prompts": num_prompts, "input_tokens": input_tokens,
                                "output_tokens": output_tokens, "seed": seed, "salt": salt, "tokenizer": tokenizer})
 
@@ -197,7 +205,8 @@ def run_gsm8k(
     profile: ProfileOpt = None, model: ModelOpt = None, guard: GuardOpt = True,
     allow_buffered: AllowBufferedOpt = False, backend: BackendOpt = "auto", served_model: ServedModelOpt = None,
     warmup: WarmupOpt = default(R, "warmup"), concurrency: ConcurrencyOpt = default(R, "concurrency"),
-    results: ResultsOpt = Path("results"), request_timeout: TimeoutOpt = default(R, "request_timeout_s"),
+    processes: ProcessesOpt = default(R, "processes"), results: ResultsOpt = Path("results"),
+    request_timeout: TimeoutOpt = default(R, "request_timeout_s"),
     progress: ProgressOpt = True, power_sample_ms: PowerOpt = 100,
     max_errors: MaxErrorsOpt = None, first_token_timeout: FirstTokenOpt = None, request_deadline: DeadlineOpt = None,
     unreachable_grace: GraceOpt = default(R, "unreachable_grace_s"), api_key: ApiKeyOpt = None,
@@ -207,7 +216,7 @@ def run_gsm8k(
     faults = Faults(max_errors, first_token_timeout, request_deadline, unreachable_grace, api_key, resume)
     common = Common(server, profile, model, guard, backend, served_model, warmup, concurrency, results,
                     request_timeout, progress, power_sample_ms=power_sample_ms, faults=faults,
-                    allow_buffered=allow_buffered, label=label)
+                    allow_buffered=allow_buffered, label=label, processes=processes)
     _run(common, "gsm8k", {"limit": limit, "offset": offset, "shuffle": shuffle, "shuffle_seed": shuffle_seed,
                            "shot_seed": shot_seed, "chat": chat, "source": source, "temperature": temperature,
                            "top_p": top_p, "top_k": top_k, "max_new_tokens": max_new_tokens,

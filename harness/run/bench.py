@@ -169,7 +169,7 @@ def run_manifest(target: Target, backend: Backend, snapshot: dict[str, Any], spe
         "reduced_scale": target.reduced, "server": snapshot, "profile": target.profile.to_dict() if target.profile else None,
         "launched_server": None if target.embedded is None else {
             "profile": target.embedded.profile, "model_dir": str(target.embedded.model_dir)},
-        "options": options.model_dump(mode="json", include={"warmup", "concurrency", "request_timeout_s",
+        "options": options.model_dump(mode="json", include={"warmup", "concurrency", "processes", "request_timeout_s",
                                                              "first_token_timeout_s", "request_deadline_s",
                                                              "max_errors", "unreachable_grace_s"}),
         "credentials": {"api_key": bool(options.headers)},  # whether one was sent, never the key

@@ -24,6 +24,7 @@ from harness.power.sampler import DEFAULT_INTERVAL_S, power_sampling
 from harness.records.requests import RecordWriter, RequestRecord, write_parquet
 from harness.records.rundir import RunDir
 from harness.run.pool import Pool, StopRules, default_max_errors
+from harness.run.processes import ProcessPool
 from harness.run.signals import stop_signals
 from harness.spec import Prompt
 from workloads import Workload
@@ -35,6 +36,8 @@ class RunOptions(StrictModel):
     base_url: str
     warmup: int = Field(1, ge=0, description="Warm-up requests before measuring (not recorded).")
     concurrency: int = Field(1, ge=1, description="Requests in flight at once (1 = batch 1, as published).")
+    processes: int = Field(1, ge=1, description="Client processes sharing the requests in flight, each with its "
+                           "own event loop (for high concurrency; at most --concurrency).")
     request_timeout_s: float = Field(900.0, ge=1.0, description="Seconds a request may go without a new token.")
     first_token_timeout_s: float | None = Field(None, gt=0.0, description="Seconds a request may wait for its "
                                                 "first token (default: no limit beyond the above).")
@@ -112,8 +115,9 @@ async def _warm_up(http: Session, backend: Backend, options: RunOptions, prompts
 
 
 def _pool(http, backend: Backend, options: RunOptions, run: RunDir, writer: RecordWriter, progress,
-          total: int) -> Pool:
-    """The worker pool that sends the measured prompts and writes each outcome at once."""
+          total: int) -> Pool | ProcessPool:
+    """The pool that sends the measured prompts (from this process, or from `processes` worker
+    processes) and writes each outcome at once."""
     workload = run.manifest["workload"]["name"]
 
     async def send(prompt: Prompt) -> StreamResult:
@@ -129,6 +133,8 @@ def _pool(http, backend: Backend, options: RunOptions, run: RunDir, writer: Reco
 
     rules = StopRules(max_errors=options.max_errors if options.max_errors is not None else default_max_errors(total),
                       unreachable_grace_s=options.unreachable_grace_s)
+    if options.processes > 1:
+        return ProcessPool(backend=backend, options=options, record=record, rules=rules, processes=options.processes)
     return Pool(send=send, record=record, rules=rules, concurrency=options.concurrency)
 
 
@@ -147,7 +153,11 @@ async def _drive(backend, options, warmups, work, run: RunDir, writer, progress)
         with power_sampling(run.path, options.power_interval_s) as power, stop_signals(pool):
             run.update(power=power)
             await pool.run(work)
-        run.update(client_load=client_load(cpu_start, wall_start, progress.chunks))
+        load = client_load(cpu_start, wall_start, progress.chunks)
+        if isinstance(pool, ProcessPool):  # the workers' own CPU, and how their clocks were joined
+            load["cpu_s"] += pool.cpu_s
+            run.update(client_processes=pool.clocks)
+        run.update(client_load=load)
         run.update(server_counters={**run.manifest["server_counters"],
                                     "after": await backend.counters(http, options.base_url)})
         return pool
