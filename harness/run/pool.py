@@ -31,6 +31,19 @@ def default_max_errors(requests: int) -> int:
     return 10 + math.ceil(0.05 * requests)
 
 
+def charge_error(errors: Counter, rules: StopRules, result: StreamResult) -> str | None:
+    """Count a failed request in `errors`; the reason to stop once they are more than the budget."""
+    if result.error_kind is None:
+        return None
+    errors[result.error_kind] += 1
+    failed = sum(errors.values())
+    if failed <= rules.max_errors:
+        return None
+    kinds = ", ".join(f"{kind} {n}" for kind, n in errors.most_common())
+    return (f"{failed} failed requests, more than --max-errors {rules.max_errors} ({kinds}); "
+            f"last: {result.error_message}")
+
+
 @dataclass(frozen=True)
 class StopRules:
     max_errors: int
@@ -78,14 +91,9 @@ class Pool:
 
     def _count(self, result: StreamResult) -> None:
         """Charge a failed request to the error budget; stop once it is spent."""
-        if result.error_kind is None:
-            return
-        self.errors[result.error_kind] += 1
-        failed = sum(self.errors.values())
-        if failed > self.rules.max_errors:
-            kinds = ", ".join(f"{kind} {n}" for kind, n in self.errors.most_common())
-            self.stop(f"{failed} failed requests, more than --max-errors {self.rules.max_errors} ({kinds}); "
-                      f"last: {result.error_message}")
+        reason = charge_error(self.errors, self.rules, result)
+        if reason:
+            self.stop(reason)
 
     async def _wait_for_server(self, exc: ConnectFailed) -> None:
         """Wait before the next try; stop once the server has been unreachable past the grace period."""

@@ -31,7 +31,7 @@ from typing import Any
 
 from harness.engines.base import Backend, StreamResult
 from harness.engines.sse import Session, run_streams
-from harness.run.pool import Pool, Record, StopRules
+from harness.run.pool import Pool, Record, StopRules, charge_error
 from harness.spec import Prompt
 
 POLL_S = 0.2  # how often the parent looks for a stop, and workers for the parent's stop
@@ -129,7 +129,9 @@ class ProcessPool:
             try:
                 message = await loop.run_in_executor(None, results.get, True, POLL_S)
             except queues.Empty:
-                running -= {i for i in running if workers[i].exitcode not in (None, 0)}
+                for index in [i for i in running if workers[i].exitcode not in (None, 0)]:
+                    self.stop(f"client process {index} ended unexpectedly (exit code {workers[index].exitcode})")
+                    running.discard(index)
                 continue
             kind, index, *rest = message
             if kind == "anchor":
@@ -148,11 +150,6 @@ class ProcessPool:
 
     def _count(self, result: StreamResult) -> None:
         """The error budget is the run's, over every process."""
-        if result.error_kind is None:
-            return
-        self.errors[result.error_kind] += 1
-        failed = sum(self.errors.values())
-        if failed > self.rules.max_errors:
-            kinds = ", ".join(f"{kind} {n}" for kind, n in self.errors.most_common())
-            self.stop(f"{failed} failed requests, more than --max-errors {self.rules.max_errors} ({kinds}); "
-                      f"last: {result.error_message}")
+        reason = charge_error(self.errors, self.rules, result)
+        if reason:
+            self.stop(reason)
