@@ -55,7 +55,7 @@ def test_the_manifest_records_the_resolved_config():
                             RunOptions(base_url="http://x", warmup=0))
     assert manifest["workload_config"] == {"num_prompts": 2, "input_tokens": 8_192, "output_tokens": 512,
                                            "seed": 0, "salt": None, "tokenizer": None}
-    assert manifest["options"] == {"warmup": 0, "concurrency": 1, "request_timeout_s": 900.0,
+    assert manifest["options"] == {"warmup": 0, "concurrency": 1, "processes": 1, "request_timeout_s": 900.0,
                                    "first_token_timeout_s": None, "request_deadline_s": None, "max_errors": None,
                                    "unreachable_grace_s": 120.0}
     assert SyntheticConfig.model_validate(manifest["workload_config"]) == plan.config
