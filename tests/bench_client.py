@@ -5,8 +5,8 @@ Run from the repository root (heavy: under the shared lock on a shared host):
   local server (`tests/fakes/fast_server.py`, its own process, pre-built chunks at a set rate):
   chunks per second received, client CPU per chunk, and the chunks per CPU-second that makes.
 - `.venv/bin/python -m tests.bench_client sglang [--form cumulative|incremental]`: the real SGLang
-  test bed (started here, or `--server URL --model DIR`), 512 tokens in, greedy, at c=1 (20 x 256
-  out), c=16 (32 x 256 out) and c=1 (2 x 2,048 out). Each shape runs `sparkbench run synthetic`
+  test bed (started here, or `--server URL --model DIR`), 512 tokens in, greedy, at c=1 (6 x 256
+  out), c=16 (16 x 256 out) and with `--long` c=1 (1 x 2,048 out). Each shape runs `sparkbench run synthetic`
   and then SGLang's own `python -m sglang.benchmark.serving` from the test-bed environment against
   the same server, and prints them side by side: in-run client CPU (warm-up plus measured requests,
   what the process spent inside the run) per streamed chunk, median TTFT, sparkbench's median TTFT
@@ -38,7 +38,8 @@ from harness.spec import Prompt, SamplingParams
 from harness.testbed.envs import env_python
 from tests.fakes.fast_server import fast_server
 
-SHAPES = ((1, 20, 256), (16, 32, 256), (1, 2, 2048))  # concurrency, requests, output tokens
+SHAPES = ((1, 6, 256), (16, 16, 256))  # concurrency, requests, output tokens
+LONG_SHAPE = (1, 1, 2048)  # with --long: at the test bed's 30-100 tokens/s, minutes per request
 INPUT_TOKENS = 512
 SGLANG_BENCH = """
 import json, sys, time
@@ -145,7 +146,7 @@ def main_sglang(args: argparse.Namespace) -> None:
     print(f"{'form':>11} {'c':>3} {'reqs':>4} {'out':>5} {'client':>10} {'us/chunk':>9} {'chunks':>7} "
           f"{'TTFT ms':>9} {'gap ms':>8} {'proc CPU':>8} {'RSS MB':>7}")
     with _server(args) as (url, model):
-        for shape in SHAPES:
+        for shape in (*SHAPES, LONG_SHAPE) if args.long else SHAPES:
             for client, measure in (("sparkbench", sparkbench_shape), ("sglang", sglang_bench_shape)):
                 with tempfile.TemporaryDirectory() as folder:
                     try:
@@ -185,6 +186,7 @@ def main() -> None:
     real.add_argument("--form", choices=("cumulative", "incremental"), default="cumulative")
     real.add_argument("--server")
     real.add_argument("--model")
+    real.add_argument("--long", action="store_true", help="also 2,048 output tokens")
     args = parser.parse_args()
     (main_fake if args.target == "fake" else main_sglang)(args)
 
