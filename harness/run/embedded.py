@@ -84,11 +84,12 @@ def _standin_pythonpath(profile: Profile, standin_dir: Path | None) -> str:
     return os.pathsep.join([str(standin_dir), *([inherited] if inherited else [])])
 
 
-@contextmanager
-def embedded_server(profile_name: str = DEFAULT_PROFILE, model_dir: Path | None = None,
-                    log_name: str = "server") -> Iterator[EmbeddedServer]:
-    """Start a server from a profile, always stop it. Default model: the profile's test-bed model
-    (the tiny one unless it names another); a draft model the profile names is passed along."""
+def embedded_launch(profile_name: str = DEFAULT_PROFILE, model_dir: Path | None = None,
+                    log_name: str = "server") -> tuple[ManagedServer, EmbeddedServer]:
+    """The server of a profile, not started yet, and what it will serve. Default model: the
+    profile's test-bed model (the tiny one unless it names another); a draft model the profile
+    names is passed along. Entering the ManagedServer starts it (unless started already), waits
+    until it is healthy, and leaving it stops it."""
     profile = load_profile(profile_name)
     program, default_model = NATIVE_TESTBEDS.get(
         profile.engine, (lambda: env_python(profile.engine), lambda: ensure_model(profile.launch.model or "tiny")))
@@ -101,6 +102,15 @@ def embedded_server(profile_name: str = DEFAULT_PROFILE, model_dir: Path | None 
     spec = replace(spec, env={**engine_named(profile.engine).launch_env(cache_root()), **spec.env})
     base_url = f"http://127.0.0.1:{port}"
     log_path = cache_root() / "logs" / f"{log_name}-{port}.log"
-    with ManagedServer(spec, base_url, log_path):
-        yield EmbeddedServer(base_url=base_url, profile=profile.name, engine=profile.engine, model_dir=model,
-                             log_path=log_path, testbed_model=model_dir is None)
+    server = EmbeddedServer(base_url=base_url, profile=profile.name, engine=profile.engine, model_dir=model,
+                            log_path=log_path, testbed_model=model_dir is None)
+    return ManagedServer(spec, base_url, log_path), server
+
+
+@contextmanager
+def embedded_server(profile_name: str = DEFAULT_PROFILE, model_dir: Path | None = None,
+                    log_name: str = "server") -> Iterator[EmbeddedServer]:
+    """Start a server from a profile (see `embedded_launch`), always stop it."""
+    managed, server = embedded_launch(profile_name, model_dir, log_name)
+    with managed:
+        yield server

@@ -68,7 +68,8 @@ class ManagedServer:
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> ManagedServer:
-        self.start()
+        if self.process is None:  # else started earlier, in the background: only wait for it
+            self.start()
         try:
             self.wait_ready()
         except BaseException:

@@ -1,7 +1,10 @@
 """Real servers for the end-to-end tier, started once per test session.
 
-Set SPARKBENCH_SGLANG_URL (with SPARKBENCH_MODEL_DIR) to reuse a running server while developing;
-CI leaves them unset, so the session starts and stops its own servers.
+The session's shared servers (one per profile, `SESSION_PROFILES`) that the collected tests use are
+started in the background as soon as collection ends: the unit tier runs first (pyproject.toml's
+testpaths), so their start-up, about a minute each, overlaps it. Set SPARKBENCH_SGLANG_URL (with
+SPARKBENCH_MODEL_DIR) to reuse a running server while developing; CI leaves them unset, so the
+session starts and stops its own servers.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.run.embedded import embedded_server
+from harness.errors import SparkbenchError
+from harness.run.embedded import embedded_launch, embedded_server
+from harness.run.server import ManagedServer
 from harness.testbed.envs import ensure_model
 
 pytestmark = pytest.mark.e2e
@@ -36,20 +41,69 @@ def launched(profile: str, label: str | None = None, model_dir: Path | None = No
         yield LiveServer(server.base_url, server.model_dir)
 
 
-@pytest.fixture(scope="session")
-def sglang_server() -> Iterator[LiveServer]:
-    url = os.environ.get("SPARKBENCH_SGLANG_URL")
-    if url:
-        yield LiveServer(url, Path(os.environ.get("SPARKBENCH_MODEL_DIR") or ensure_model()))
+# Session fixture -> the profile it serves; each is started once, early (see the module's docstring).
+SESSION_PROFILES = {"sglang_server": "cpu-testbed", "vllm_server": "vllm-cpu", "vllm_ngram_server": "vllm-cpu-ngram"}
+STARTED_EARLY = pytest.StashKey[dict[str, tuple[ManagedServer, LiveServer]]]()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start, without waiting, the session servers that the collected tests will use."""
+    if session.config.option.collectonly:
         return
-    with launched("cpu-testbed") as server:
+    wanted = {name for item in session.items for name in item.fixturenames if name in SESSION_PROFILES}
+    if os.environ.get("SPARKBENCH_SGLANG_URL"):
+        wanted.discard("sglang_server")
+    started = session.config.stash.setdefault(STARTED_EARLY, {})
+    for name in sorted(wanted):
+        profile = SESSION_PROFILES[name]
+        try:
+            managed, server = embedded_launch(profile, log_name=f"e2e-{profile}")
+        except SparkbenchError:
+            continue  # its fixture launches it again and reports the error where it is needed
+        managed.start()
+        started[name] = (managed, LiveServer(server.base_url, server.model_dir))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop the early servers that no test took (a session ended early, by -x or Ctrl-C)."""
+    for managed, _ in session.config.stash.get(STARTED_EARLY, {}).values():
+        managed.stop()
+
+
+@contextmanager
+def session_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
+    """The server of the requesting session fixture: the one started early, else one started now."""
+    early = request.config.stash.get(STARTED_EARLY, {}).pop(request.fixturename, None)
+    if early is None:
+        with launched(SESSION_PROFILES[request.fixturename]) as server:
+            yield server
+        return
+    managed, server = early
+    with managed:
         yield server
 
 
 @pytest.fixture(scope="session")
-def vllm_ngram_server() -> Iterator[LiveServer]:
+def sglang_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
+    url = os.environ.get("SPARKBENCH_SGLANG_URL")
+    if url:
+        yield LiveServer(url, Path(os.environ.get("SPARKBENCH_MODEL_DIR") or ensure_model()))
+        return
+    with session_server(request) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def vllm_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
+    """vLLM CPU, plain decoding."""
+    with session_server(request) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def vllm_ngram_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     """vLLM CPU with n-gram speculation: the test bed's real speculative engine."""
-    with launched("vllm-cpu-ngram") as server:
+    with session_server(request) as server:
         yield server
 
 

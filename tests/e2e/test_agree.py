@@ -11,7 +11,6 @@ from pathlib import Path
 import nbclient
 import nbformat
 import pandas as pd
-import pytest
 
 from harness.testbed.variants import ensure_rounded_head_model
 from tests.e2e.conftest import LiveServer, launched, only_run_dir, sparkbench
@@ -62,12 +61,6 @@ def test_fp8_head_disagrees_and_a_coarser_head_disagrees_more(sglang_server, tmp
     positions = pd.read_parquet(runs["e4m3"] / "positions.parquet")
     margins = positions.groupby("top1_agreement")["ref_top1_margin_nats"].median()
     assert margins[False] < margins[True]
-
-
-@pytest.fixture(scope="module")
-def vllm_server() -> LiveServer:
-    with launched("vllm-cpu", "agree-vllm") as server:
-        yield server
 
 
 def test_sglang_against_vllm_on_the_same_model(sglang_server, vllm_server, tmp_path):

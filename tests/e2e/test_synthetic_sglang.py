@@ -1,17 +1,20 @@
-"""The synthetic workload end to end against a real SGLang server (the CPU test bed)."""
+"""The synthetic workload end to end against a real SGLang server (the CPU test bed), and `sparkbench serve`."""
 
 from __future__ import annotations
 
 import json
+import re
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import httpx
 import pandas as pd
 import pytest
 
-from harness.run.embedded import embedded_server
-from tests.e2e.conftest import only_run_dir, sparkbench, synthetic_args
+from tests.e2e.conftest import LiveServer, only_run_dir, sparkbench, synthetic_args
 
 INPUT, OUTPUT, PROMPTS = 1024, 24, 3
 
@@ -135,17 +138,42 @@ def test_ctrl_c_keeps_finished_requests(sglang_server, tmp_path):
     _assert_interrupted_with_records(tmp_path)
 
 
-def test_server_killed_mid_run_marks_run_interrupted(tmp_path):
-    with embedded_server(log_name="e2e-killed") as server:
-        proc = _start_long_run(server, tmp_path)
-        _wait_for_records(tmp_path, 2)
-    # Leaving the block killed the server's whole process group while requests were running.
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 1, stderr
+@pytest.fixture(scope="module")
+def served_then_stopped_mid_run(tmp_path_factory):
+    """`sparkbench serve` launches the test bed; a long run goes against it, and Ctrl-C to serve takes
+    the server's whole process group down while requests are running (one server for two tests)."""
+    results = tmp_path_factory.mktemp("killed")
+    serve = subprocess.Popen([sys.executable, "-m", "harness.cli", "serve", "--profile", "cpu-testbed"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = serve.stdout.readline()  # printed once the server is healthy
+        url, model_dir = re.search(r"serving (\S+) at (http://127\.0\.0\.1:\d+)", line).group(2, 1)
+        seen = {"health": httpx.get(url + "/health", timeout=10).status_code,
+                "device": httpx.get(url + "/server_info", timeout=10).json()["device"]}
+        run = _start_long_run(LiveServer(url, Path(model_dir)), results)
+        _wait_for_records(results, 2)
+    finally:
+        serve.send_signal(signal.SIGINT)
+        serve.wait(timeout=60)
+    _, run_stderr = run.communicate(timeout=120)
+    return {**seen, "url": url, "serve": serve, "run": run, "run_stderr": run_stderr, "results": results}
+
+
+def test_serve_starts_the_profile_and_ctrl_c_stops_everything(served_then_stopped_mid_run):
+    served = served_then_stopped_mid_run
+    assert served["health"] == 200 and served["device"] == "cpu"
+    assert served["serve"].returncode == 0, served["serve"].stderr.read()
+    port = served["url"].rsplit(":", 1)[1]
+    assert subprocess.run(["pgrep", "-f", f"--port {port}"], capture_output=True).stdout == b""
+
+
+def test_server_killed_mid_run_marks_run_interrupted(served_then_stopped_mid_run):
+    run, stderr = served_then_stopped_mid_run["run"], served_then_stopped_mid_run["run_stderr"]
+    assert run.returncode == 1, stderr
     last = stderr.strip().splitlines()[-1]
     # The request in flight is recorded as failed; the next ones cannot connect, past the grace period.
     assert last.startswith("sparkbench: run interrupted after") and "server unreachable" in last
-    table = _assert_interrupted_with_records(tmp_path)
+    table = _assert_interrupted_with_records(served_then_stopped_mid_run["results"])
     failed = table[table["status"] != "ok"]
     assert len(failed) >= 1 and failed["error_kind"].notna().all()
 

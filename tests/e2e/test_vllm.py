@@ -8,16 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.e2e.conftest import launched, only_run_dir, sparkbench, synthetic_args
+from tests.e2e.conftest import only_run_dir, sparkbench, synthetic_args
 
 INPUT, OUTPUT, PROMPTS = 512, 128, 3
 SPEC_COLUMNS = ["accept_length", "verify_rounds", "accepted_draft_tokens", "proposed_draft_tokens", "accept_rate"]
-
-
-@pytest.fixture(scope="module")
-def vllm_plain_server():
-    with launched("vllm-cpu") as server:
-        yield server
 
 
 def _synthetic(server, results, *extra):
@@ -39,8 +33,8 @@ def ngram_run(vllm_ngram_server, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def plain_run(vllm_plain_server, tmp_path_factory):
-    return _synthetic(vllm_plain_server, tmp_path_factory.mktemp("plain"))
+def plain_run(vllm_server, tmp_path_factory):
+    return _synthetic(vllm_server, tmp_path_factory.mktemp("plain"))
 
 
 def test_counts_come_from_usage_and_match_the_request(plain_run):
@@ -95,14 +89,14 @@ def test_gsm8k_runs_on_vllm_with_accuracy(vllm_ngram_server, tmp_path):
     assert (sampling["temperature"], sampling["top_p"], sampling["top_k"]) == (0.6, 0.95, 29)
 
 
-def test_a_server_that_does_not_speak_the_protocol_is_one_line(vllm_plain_server, tmp_path):
-    done = sparkbench(*synthetic_args(vllm_plain_server, tmp_path, 1, 16, 4, "--backend", "sglang"))
+def test_a_server_that_does_not_speak_the_protocol_is_one_line(vllm_server, tmp_path):
+    done = sparkbench(*synthetic_args(vllm_server, tmp_path, 1, 16, 4, "--backend", "sglang"))
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "is this an SGLang server?" in lines[0]
 
 
-def test_nightly_catches_speculation_switched_off(vllm_ngram_server, vllm_plain_server, tmp_path):
+def test_nightly_catches_speculation_switched_off(vllm_ngram_server, vllm_server, tmp_path):
     """Baseline: vLLM with n-gram speculation; candidate: the same model without it."""
     from tests.e2e.test_nightly import nightly, synthetic, write_config
 
@@ -110,7 +104,7 @@ def test_nightly_catches_speculation_switched_off(vllm_ngram_server, vllm_plain_
                           [synthetic(vllm_ngram_server.model_dir, prompts=6, output_tokens=128)])
     pinned = nightly(config)
     assert pinned.returncode == 0, pinned.stderr
-    done = nightly(config, "--server", vllm_plain_server.base_url)
+    done = nightly(config, "--server", vllm_server.base_url)
     assert done.returncode == 1, done.stdout + done.stderr
     verdict = done.stdout.strip().splitlines()[-1]
     assert verdict.startswith("verdict: REGRESSION (") and "synthetic:accept_length_token_weighted" in verdict

@@ -68,3 +68,16 @@ def test_never_healthy_times_out_and_is_killed(tmp_path):
         with server:
             pass
     assert server.process is None
+
+
+def test_a_server_started_earlier_is_waited_for_not_started_again(tmp_path):
+    port, pidfile = free_port(), tmp_path / "worker.pid"
+    spec = LaunchSpec(argv=[sys.executable, "-c", SERVER, str(port), str(pidfile)], ready_timeout_s=30)
+    server = ManagedServer(spec, f"http://127.0.0.1:{port}", tmp_path / "log")
+    server.start()  # in the background, as the test session does while the unit tier runs
+    leader = server.process.pid
+    with server:
+        assert server.process.pid == leader and server.alive()
+        worker = int(pidfile.read_text())
+    time.sleep(0.2)
+    assert _gone(leader) and _gone(worker)
