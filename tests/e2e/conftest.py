@@ -149,6 +149,13 @@ def synthetic_args(server: LiveServer, results: Path, prompts: int, input_tokens
             "--output-tokens", str(output_tokens), "--results", str(results), "--no-progress", *extra]
 
 
+def processes_serving_port(port: str) -> str:
+    """Command lines of the processes started with `--port PORT` ('' when none is left)."""
+    found = subprocess.run(["pgrep", "-a", "-f", "--", f"--port {port}( |$)"], capture_output=True, text=True)
+    assert found.returncode in (0, 1), found.stderr  # 1: nothing matched; anything else: pgrep failed
+    return found.stdout
+
+
 def only_run_dir(results: Path) -> Path:
     runs = [p for p in results.iterdir() if p.is_dir()]
     assert len(runs) == 1, runs

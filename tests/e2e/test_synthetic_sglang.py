@@ -14,7 +14,7 @@ import httpx
 import pandas as pd
 import pytest
 
-from tests.e2e.conftest import LiveServer, only_run_dir, sparkbench, synthetic_args
+from tests.e2e.conftest import LiveServer, only_run_dir, processes_serving_port, sparkbench, synthetic_args
 
 INPUT, OUTPUT, PROMPTS = 1024, 24, 3
 
@@ -164,7 +164,7 @@ def test_serve_starts_the_profile_and_ctrl_c_stops_everything(served_then_stoppe
     assert served["health"] == 200 and served["device"] == "cpu"
     assert served["serve"].returncode == 0, served["serve"].stderr.read()
     port = served["url"].rsplit(":", 1)[1]
-    assert subprocess.run(["pgrep", "-f", f"--port {port}"], capture_output=True).stdout == b""
+    assert processes_serving_port(port) == ""
 
 
 def test_server_killed_mid_run_marks_run_interrupted(served_then_stopped_mid_run):
@@ -188,5 +188,4 @@ def test_embedded_default_runs_labelled_and_leaves_no_server(tmp_path):
     assert "REDUCED SCALE" in done.stdout and "REDUCED SCALE" in done.stderr
     assert (run_dir / "server.log").stat().st_size > 0
     port = manifest["server_url"].rsplit(":", 1)[1]
-    leftover = subprocess.run(["pgrep", "-f", f"--port {port}"], capture_output=True, text=True)
-    assert leftover.stdout.strip() == ""
+    assert processes_serving_port(port) == ""
