@@ -54,30 +54,33 @@ def run_configuration(configuration: Configuration, cells: list[tuple[Cell, Path
 
 
 def run_cell(target, backend, cell: Cell, root: Path, settings: SweepConfig) -> CellOutcome:
-    """One cell: a new run in `root`, or the continuation of the unfinished run there."""
+    """One cell: a new run in `root`, or the continuation of the unfinished run there (a complete
+    run that the guard failed afterwards is measured again, as a new run beside it)."""
     from harness.run.bench import run_workload
     from harness.run.runner import RunOptions
     from harness.secrets import api_key, auth_headers
     from workloads.registry import plan
 
     existing = _run_dir(root)
-    if existing is not None and seen_status(load_manifest(Path(existing))) == COMPLETE:
+    manifest = load_manifest(Path(existing)) if existing else None
+    if manifest is not None and _finished(manifest):
         return CellOutcome(cell.cell_id, COMPLETE, existing)
-    print(f"sweep: cell {cell.cell_id}{' (resumed)' if existing else ''}", file=sys.stderr, flush=True)
+    resume = Path(existing) if manifest is not None and seen_status(manifest) != COMPLETE else None
+    print(f"sweep: cell {cell.cell_id}{' (resumed)' if resume else ''}", file=sys.stderr, flush=True)
     try:
-        config = _workload_config(cell, existing)
+        config = _workload_config(cell, resume)
         options = RunOptions(base_url=target.base_url, warmup=settings.warmup, concurrency=cell.concurrency,
                              request_timeout_s=settings.request_timeout_s, show_progress=False,
                              headers=auth_headers(api_key()))
         chosen = plan(cell.workload.name, config, target.reduced, target.model_dir)
-        run = run_workload(target, backend, chosen, options, root, guard=settings.guard,
-                           resume=Path(existing) if existing else None, label=cell.label)
+        run = run_workload(target, backend, chosen, options, root, guard=settings.guard, resume=resume,
+                           label=cell.label)
     except (SparkbenchError, OSError) as exc:
         return CellOutcome(cell.cell_id, _failed_status(root), _run_dir(root), str(exc).splitlines()[0])
     return CellOutcome(cell.cell_id, run.manifest["status"], str(run.path))
 
 
-def _workload_config(cell: Cell, existing: str | None):
+def _workload_config(cell: Cell, existing: Path | None):
     """The cell's workload config; a continued run keeps the options it began with (its salt too)."""
     from harness.run.resume import resumed_options
     from workloads.registry import config_of, entry
@@ -86,8 +89,15 @@ def _workload_config(cell: Cell, existing: str | None):
     if existing is not None:
         fields = entry(cell.workload.name).config.model_fields
         defaults = {key: field.default for key, field in fields.items()}
-        options = resumed_options(Path(existing), cell.workload.name, {**dict.fromkeys(fields), **options}, defaults)
+        options = resumed_options(existing, cell.workload.name, {**dict.fromkeys(fields), **options}, defaults)
     return config_of(cell.workload.name, options)
+
+
+def _finished(manifest: dict) -> bool:
+    """Whether a cell's run is done for good: complete, and not failed by the guard after the fact
+    (a synthetic run whose prompts hit the prefix cache); such a run is measured again, afresh."""
+    post_run = (manifest.get("guard") or {}).get("post_run") or {}
+    return seen_status(manifest) == COMPLETE and post_run.get("ok", True)
 
 
 def _run_dir(root: Path) -> str | None:

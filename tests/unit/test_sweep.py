@@ -265,3 +265,40 @@ def test_report_of_a_sweep_folder_writes_the_sweep_report_inside_it(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == f"report: {sweep.path / 'report.html'}"
     assert "Speed-up over the baseline by concurrency" in (sweep.path / "report.md").read_text()
+
+
+def _cell_run_dir(root: Path, status: str, post_run_ok: bool = True) -> Path:
+    path = root / "20261130T000000.000000Z-synthetic-1"
+    path.mkdir(parents=True)
+    manifest = {"run_id": path.name, "workload": {"name": "synthetic", "salt": 77}, "status": status,
+                "workload_config": {"num_prompts": 4, "input_tokens": 32, "output_tokens": 8, "seed": 0, "salt": None},
+                "guard": {"post_run": {"ok": post_run_ok}}}
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    return path
+
+
+@pytest.mark.parametrize("status, post_run_ok, resumed, sent", [
+    ("complete", True, False, False),  # done: nothing is sent again
+    ("interrupted", True, True, True),  # continued with single-run resume, its salt kept
+    ("complete", False, False, True),  # failed the guard afterwards: measured again, afresh
+])
+def test_a_cell_continues_or_redoes_the_run_in_its_folder(tmp_path, monkeypatch, status, post_run_ok, resumed, sent):
+    import harness.run.bench as bench
+    import workloads.registry as registry
+    from harness.sweep.cells import run_cell
+
+    calls = []
+    monkeypatch.setattr(registry, "plan", lambda name, config, reduced, model_dir: config)
+    monkeypatch.setattr(bench, "run_workload", lambda target, backend, config, options, root, guard, resume, label:
+                        calls.append((config, resume, label)) or
+                        type("Done", (), {"manifest": {"status": "complete"}, "path": root / "new"})())
+    sweep = SweepDir.create(_config(tmp_path))
+    cell = sweep.unfinished()[1]
+    existing = _cell_run_dir(sweep.cell_root(cell), status, post_run_ok)
+    target = type("Target", (), {"base_url": "http://h:1", "reduced": False, "model_dir": None})()
+    outcome = run_cell(target, None, cell, sweep.cell_root(cell), sweep.config)
+    assert outcome.status == "complete" and bool(calls) == sent
+    if sent:
+        config, resume, label = calls[0]
+        assert resume == (existing if resumed else None) and label == "base c=2"
+        assert config.salt == (77 if resumed else None)
