@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,6 +81,21 @@ def session_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     managed, server = early
     with managed:
         yield server
+
+
+@contextmanager
+def launched_at_once(*launches: tuple[str, str, Path | None]) -> Iterator[list[LiveServer]]:
+    """Servers of (profile, label, model_dir) started together, so their start-ups overlap; all are
+    healthy on entry and stopped on exit."""
+    with ExitStack() as stack:
+        pending = [embedded_launch(profile, model_dir=model_dir, log_name=f"e2e-{label}")
+                   for profile, label, model_dir in launches]
+        for managed, _ in pending:
+            managed.start()
+            stack.callback(managed.stop)
+        for managed, _ in pending:
+            managed.wait_ready()
+        yield [LiveServer(server.base_url, server.model_dir) for _, server in pending]
 
 
 @pytest.fixture(scope="session")

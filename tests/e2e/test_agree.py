@@ -13,7 +13,7 @@ import nbformat
 import pandas as pd
 
 from harness.testbed.variants import ensure_rounded_head_model
-from tests.e2e.conftest import LiveServer, launched, only_run_dir, sparkbench
+from tests.e2e.conftest import LiveServer, launched_at_once, only_run_dir, sparkbench
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "agreement.ipynb"
 QUESTIONS = 4
@@ -49,10 +49,11 @@ def test_same_server_scores_every_position_identically(sglang_server, tmp_path):
 
 
 def test_fp8_head_disagrees_and_a_coarser_head_disagrees_more(sglang_server, tmp_path):
-    runs = {}
-    for rounding in ("e4m3", "e4m1"):  # one extra server at a time: the box has two cores
-        with launched("cpu-testbed", f"agree-{rounding}", ensure_rounded_head_model(rounding)) as candidate:
-            runs[rounding] = agree(sglang_server, candidate, tmp_path / rounding)
+    roundings = ("e4m3", "e4m1")
+    # Both candidates start at once; the agreements, one after the other, only read log-probabilities.
+    candidates = [("cpu-testbed", f"agree-{r}", ensure_rounded_head_model(r)) for r in roundings]
+    with launched_at_once(*candidates) as servers:
+        runs = {r: agree(sglang_server, candidate, tmp_path / r) for r, candidate in zip(roundings, servers)}
     fp8, coarse = summary(runs["e4m3"]), summary(runs["e4m1"])
     assert 0.0 < 1 - fp8[("top1_agreement", "mean")] < 1 - coarse[("top1_agreement", "mean")]
     assert 0.0 < fp8[("kl_union_nats", "mean")] < coarse[("kl_union_nats", "mean")]
