@@ -83,6 +83,11 @@ def _work(index: int, backend: Backend, options: Any, share: list[tuple[int, Pro
     results.put(("done", index, reason, cpu_s))
 
 
+def _parent_then_workers(clock: dict[str, Any]) -> int:
+    """Manifest order of the clock entries, whichever worker reported first."""
+    return -1 if clock["role"] == "parent" else int(clock["role"].split()[-1])
+
+
 async def _watch(stop: Any, pool: Pool) -> None:
     while not stop.is_set():
         await asyncio.sleep(POLL_S)
@@ -137,6 +142,7 @@ class ProcessPool:
             if kind == "anchor":
                 offsets[index] = clock_offset(parent, rest[0])
                 self.clocks.append({"role": f"worker {index}", **rest[0], "offset_ns": offsets[index]})
+                self.clocks.sort(key=_parent_then_workers)
             elif kind == "record":
                 seq, result = rest
                 self.record(seq, prompts[seq], shifted(result, offsets[index]))
