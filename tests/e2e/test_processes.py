@@ -32,6 +32,8 @@ def test_two_processes_at_concurrency_4(sglang_server, tmp_path):
     anchor = table["sent_unix_s"].to_numpy() * 1e9 - table["sent_ns"].to_numpy()
     assert np.ptp(anchor) < WALL_CLOCK_READ_SLACK_NS
     rows = derive_requests(table)
-    # The client sees the first token and the end no earlier than the server made them.
-    assert (rows["ttft_ms"] >= rows["server_ttft_ms"]).all()
+    # The client sees the first token and the end no earlier than the server made them (a stream
+    # the integrity rules flag has no client TTFT: NaN, left out).
+    timed = rows.dropna(subset=["ttft_ms"])
+    assert len(timed) > 0 and (timed["ttft_ms"] >= timed["server_ttft_ms"]).all()
     assert (rows["e2e_ms"] >= rows["server_e2e_ms"]).all()
