@@ -1,6 +1,6 @@
 """Benchmark: the client's own cost per streamed chunk, over real sockets. Not a test: prints figures.
 
-Run from the repository root (heavy: under the shared lock on a shared host):
+Run from the repository root (heavy: with nothing else heavy on the host):
 - `.venv/bin/python -m tests.bench_client fake`: one client process against the project's fast
   local server (`tests/fakes/fast_server.py`, its own process, pre-built chunks at a set rate):
   chunks per second received, client CPU per chunk, and the chunks per CPU-second that makes.

@@ -1,6 +1,6 @@
 """Time each profile's server from launch to healthy: wall-clock and CPU seconds, memory, idle CPU.
 
-Not a test: run it from the repository root under the heavy lock, e.g.
+Not a test: run it from the repository root with nothing else heavy on the host, e.g.
 `.venv/bin/python -m tests.bench_server_start cpu-testbed vllm-cpu cpu-testbed-ngram`. Server
 start-up is most of the end-to-end tier's time; the CPU seconds (every process of the server's
 group) say how much of it a busy host stretches and how much two start-ups at once can overlap.
