@@ -48,6 +48,22 @@ class StreamResult:
     error_kind: str | None = None
     error_message: str | None = None
 
+    @property
+    def tokens_so_far(self) -> int:
+        """The server's running token count at the last chunk that brought tokens (0 before any)."""
+        return self.chunk_tokens[-1] if self.chunk_tokens else 0
+
+    def stamp_tokens(self, count: int, now: int) -> None:
+        """A chunk arrived at `now` (perf_counter ns) with the server's running count `count`: kept
+        as a token arrival only if it brought new tokens."""
+        if count <= self.tokens_so_far:
+            return
+        if self.first_token_ns is None:
+            self.first_token_ns = now
+        self.last_token_ns = now
+        self.chunk_ns.append(now)
+        self.chunk_tokens.append(count)
+
     def fail(self, error: RequestFailed, now: int) -> StreamResult:
         """Mark the result failed at `now` (perf_counter ns) with `error`'s kind and message."""
         self.error_kind, self.error_message, self.end_ns = error.kind, str(error), now

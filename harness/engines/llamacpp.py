@@ -79,15 +79,8 @@ def absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> None:
     result.text += chunk.get("content") or ""
     ids = chunk.get("tokens") or []
     result.output_ids.extend(ids)
-    previous = result.chunk_tokens[-1] if result.chunk_tokens else 0
     count = chunk.get("tokens_predicted")
-    count = previous + len(ids) if count is None else count
-    if count > previous:
-        if result.first_token_ns is None:
-            result.first_token_ns = now
-        result.last_token_ns = now
-        result.chunk_ns.append(now)
-        result.chunk_tokens.append(count)
+    result.stamp_tokens(result.tokens_so_far + len(ids) if count is None else count, now)
     if chunk.get("stop"):
         _take_final(result, chunk)
 

@@ -103,13 +103,12 @@ def _token_count(result: StreamResult, usage: dict[str, Any] | None, text: str) 
     Only a chunk that is counted by assumption flags the result: SGLang's chat stream leaves usage
     off its role-only opening chunk and its closing finish_reason chunk, which bring no text.
     """
-    previous = result.chunk_tokens[-1] if result.chunk_tokens else 0
     if usage is not None and usage.get("completion_tokens") is not None:
         return usage["completion_tokens"]
     if not text:
-        return previous
+        return result.tokens_so_far
     result.meta["chunk_token_counts"] = ASSUMED_ONE_PER_CHUNK
-    return previous + 1
+    return result.tokens_so_far + 1
 
 
 def _absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> None:
@@ -130,13 +129,7 @@ def _absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> None
     result.text += text
     if choice.get("finish_reason") is not None:
         result.finish_reason = choice["finish_reason"]
-    count = _token_count(result, usage, text)
-    if count > (result.chunk_tokens[-1] if result.chunk_tokens else 0):
-        if result.first_token_ns is None:
-            result.first_token_ns = now
-        result.last_token_ns = now
-        result.chunk_ns.append(now)
-        result.chunk_tokens.append(count)
+    result.stamp_tokens(_token_count(result, usage, text), now)
 
 
 def _take_counts(result: StreamResult) -> None:

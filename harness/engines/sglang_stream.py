@@ -63,16 +63,10 @@ class ChunkReader:
         count = meta.get("completion_tokens")
         if count is None:
             raise MalformedStream("SGLang chunk without meta_info.completion_tokens")
-        previous = result.chunk_tokens[-1] if result.chunk_tokens else 0
         if not chunk.get(LAZY):
-            self._take_text(result, chunk, count, previous)
+            self._take_text(result, chunk, count, result.tokens_so_far)
         result.meta = meta
-        if count > previous:
-            if result.first_token_ns is None:
-                result.first_token_ns = now
-            result.last_token_ns = now
-            result.chunk_ns.append(now)
-            result.chunk_tokens.append(count)
+        result.stamp_tokens(count, now)
 
     def _take_text(self, result: StreamResult, chunk: dict[str, Any], count: int, previous: int) -> None:
         # An id list as long as the server's count is the whole output so far. After the first
