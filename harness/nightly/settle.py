@@ -2,11 +2,12 @@
 
 The rule, per metric that regressed in the first pass (`harness.nightly.gate.verdicts`):
 - a confirmation attempt reruns the workload (`harness.nightly.job`) and gates the rerun again;
-- the first attempt that DISAGREES (the metric does not regress) settles it `not confirmed`;
-- the first attempt that AGREES on a quiet host settles it `regressed (confirmed)`; for metrics the
-  host's load cannot move (accuracy, accept length) any agreeing attempt does;
-- an attempt that agrees on a busy host (`busy_reasons`) settles nothing: another attempt is made,
-  up to the configured number; if none settles it, the metric is `inconclusive (host busy)`.
+- the first attempt on a quiet host settles it: `not confirmed` if the metric does not regress there,
+  `regressed (confirmed)` if it does; for metrics the host's load cannot move (accuracy, accept
+  length) any attempt settles it the same way;
+- an attempt on a busy host (`busy_reasons`) settles nothing, whether it agrees or not (load can
+  hide a slowdown as well as make one): another attempt is made, up to the configured number; if
+  none settles it, the metric is `inconclusive (host busy)`.
 The night is a regression if any metric is confirmed, else inconclusive if any is inconclusive,
 else a pass.
 """
@@ -66,10 +67,11 @@ def _regressed(verdict: object) -> bool:
 def _settle_metric(metric: str, stat: str, attempts: list[Attempt]) -> str:
     for attempt in attempts:
         match = attempt.table[(attempt.table["metric"] == metric) & (attempt.table["stat"] == stat)]
+        if attempt.busy and metric not in LOAD_INSENSITIVE:
+            continue  # a busy host can hide a slowdown as well as make one: it settles nothing
         if match.empty or not _regressed(match["verdict"].iloc[0]):
             return NOT_CONFIRMED
-        if not attempt.busy or metric in LOAD_INSENSITIVE:
-            return CONFIRMED
+        return CONFIRMED
     return INCONCLUSIVE
 
 

@@ -44,6 +44,17 @@ def test_agreement_on_a_busy_host_only_is_inconclusive():
     assert night_outcome(final) == "inconclusive"
 
 
+def test_a_rerun_that_does_not_show_it_on_a_busy_host_settles_nothing():
+    final = settle(_table(e2e_ms="regressed"), [_attempt(True, e2e_ms="pass")] * 2)
+    assert final["verdict"].tolist() == [INCONCLUSIVE]
+    assert night_outcome(final) == "inconclusive"
+
+
+def test_a_busy_disagreement_then_a_quiet_agreement_alarms():
+    final = settle(_table(e2e_ms="regressed"), [_attempt(True, e2e_ms="pass"), _attempt(e2e_ms="regressed")])
+    assert final["verdict"].tolist() == [CONFIRMED]
+
+
 def test_a_busy_agreement_then_a_quiet_one_alarms():
     final = settle(_table(tpot_ms="regressed"), [_attempt(True, tpot_ms="regressed"), _attempt(tpot_ms="regressed")])
     assert final["verdict"].tolist() == [CONFIRMED]
