@@ -17,26 +17,30 @@ SERVER_FLAG := $(if $(SERVER),--server $(SERVER),)
 # The embedded default needs the SGLang environment; an attached server does not. The server builds
 # the test-bed model it serves on first use, so a benchmark does not wait for the other variants.
 EMBEDDED_DEPS := $(if $(SERVER),,env-sglang)
+# Each slow stage is timed into STAGES; `make test` prints them as a table at the end.
+STAGES := .stage-times.tsv
+STAGE_TIMES := $(PYTHON) scripts/stage_times.py $(STAGES)
+STAGE = $(STAGE_TIMES) run
 
-.PHONY: help setup setup-ray lock lock-upgrade env-sglang env-vllm model llamacpp testbed bench-synthetic bench-gsm8k report report-shot test test-unit test-e2e clean
+.PHONY: help setup setup-ray lock lock-upgrade env-sglang env-vllm model llamacpp testbed bench-synthetic bench-gsm8k report report-shot test test-unit test-e2e lint cold-check clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 $(UV):
 	rm -rf $(UV_DIR) $(UV_DIR).partial
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check --target $(UV_DIR).partial uv==$(UV_VERSION)
+	$(STAGE) uv -- $(PYTHON) -m pip install --quiet --disable-pip-version-check --target $(UV_DIR).partial uv==$(UV_VERSION)
 	mv $(UV_DIR).partial $(UV_DIR)
 
 # Ray (the `ray` extra, about 250 MB) is left out of `setup`; `setup-ray` adds it for `sparkbench sweep
 # --ray` and the test tier. A later `setup` keeps it: it syncs again only when pyproject.toml or uv.lock change.
 SYNC := $(UV) sync --quiet --locked --all-extras --compile-bytecode --python $(PYTHON)
 $(BIN)/sparkbench: pyproject.toml uv.lock | $(UV)
-	$(SYNC) --no-extra ray
+	$(STAGE) setup -- $(SYNC) --no-extra ray
 	@touch $@
 
 $(VENV)/.ray: $(BIN)/sparkbench
-	$(SYNC)
+	$(STAGE) setup-ray -- $(SYNC)
 	@touch $@
 
 setup: $(BIN)/sparkbench ## Create .venv with the harness and its test tools, exactly as uv.lock pins them
@@ -50,16 +54,16 @@ lock-upgrade: | $(UV) ## Re-resolve uv.lock to the newest releases that pyprojec
 	$(UV) lock --upgrade
 
 env-sglang: setup ## Install the pinned SGLang server environment (cached outside the clone)
-	$(BIN)/python -m harness.testbed.envs env sglang --uv $(UV)
+	$(STAGE) env-sglang -- $(BIN)/python -m harness.testbed.envs env sglang --uv $(UV)
 
 env-vllm: setup ## Install the pinned vLLM CPU server environment (cached outside the clone)
-	$(BIN)/python -m harness.testbed.envs env vllm --uv $(UV)
+	$(STAGE) env-vllm -- $(BIN)/python -m harness.testbed.envs env vllm --uv $(UV)
 
 model: env-sglang ## Build the test bed's tiny models (plain, bigram, wrong draft) once (cached outside the clone)
-	$(BIN)/python -m harness.testbed.envs model
+	$(STAGE) model -- $(BIN)/python -m harness.testbed.envs model
 
 llamacpp: model ## Build llama.cpp's llama-server (CPU) from the pinned source, and the GGUF models (cached)
-	$(BIN)/python -m harness.testbed.llamacpp
+	$(STAGE) llamacpp -- $(BIN)/python -m harness.testbed.llamacpp
 
 testbed: env-sglang env-vllm model llamacpp ## Everything the end-to-end tests need
 
@@ -79,8 +83,18 @@ NIGHTLY_CONFIG ?= docs/nightly/nightly.yaml
 nightly: setup $(EMBEDDED_DEPS) ## Nightly regression job (NIGHTLY_CONFIG=..., SERVER=URL): exit 0 pass, 1 regression, 2 could not run, 3 inconclusive
 	$(BIN)/sparkbench nightly --config $(NIGHTLY_CONFIG) $(SERVER_FLAG)
 
-test: setup-ray testbed ## Unit tests and end-to-end tests against real SGLang and vLLM servers
-	$(BIN)/python -m pytest
+# The environments download while llama.cpp builds (-j3), then the linter and the suite run; the
+# table of stage times comes last whatever failed.
+test: ## Lint, unit tests and end-to-end tests against real SGLang, vLLM and llama.cpp servers
+	@$(STAGE_TIMES) reset
+	@$(MAKE) --no-print-directory -j3 setup-ray testbed && $(STAGE) lint -- $(MAKE) --no-print-directory lint \
+	  && $(STAGE) pytest -- $(BIN)/python -m pytest; status=$$?; $(STAGE_TIMES) table; exit $$status
+
+lint: setup ## ruff over the package, the tests and the scripts (zero findings)
+	$(BIN)/ruff check harness tests scripts
+
+cold-check: ## The README's two commands in a fresh clone with empty caches, then again warm; each step's time
+	$(PYTHON) scripts/cold_check.py $(ARGS)
 
 test-unit: setup ## Unit tests only (no servers)
 	$(BIN)/python -m pytest tests/unit

@@ -128,10 +128,9 @@ def _run(common: Common, workload: str, workload_options: dict, chat: bool = Fal
     from harness.analysis.run import Run
     from harness.analysis.tables import format_run_summary
     from harness.run.bench import backend_for, run_workload, target_server
+    from harness.run.label import checked_label
     from harness.run.resume import resumed_options
     from workloads.registry import config_of, entry, plan
-
-    from harness.run.label import checked_label
 
     label = checked_label(common.label)
     resume = common.faults.resume if common.faults else None
@@ -392,13 +391,13 @@ def nightly(
     """Run the configured workloads, gate them against the pinned baseline, confirm any regression:
     exit 0 pass, 1 regression, 2 could not run, 3 inconclusive (host too busy to confirm)."""
     from harness.nightly.config import load_config
-    from harness.nightly.job import COULD_NOT_RUN, run_night
+    from harness.nightly.job import EXIT_COULD_NOT_RUN, run_night
 
     try:
         settings = load_config(config, server=server, profile=profile)
     except SparkbenchError as exc:
         print(f"sparkbench nightly: could not run: {exc}", file=sys.stderr)
-        raise typer.Exit(COULD_NOT_RUN)
+        raise typer.Exit(EXIT_COULD_NOT_RUN) from None
     raise typer.Exit(run_night(settings, pin=pin_baseline))
 
 

@@ -14,8 +14,8 @@ import pandas as pd
 from harness.agree.run import KL_NOTE, TABLES
 from harness.agree.tables import summary_value
 from harness.records.rundir import load_manifest
-from harness.report.plots import new_figure, save
 from harness.report.markup import as_text, html_table, md_table, md_text
+from harness.report.plots import new_figure, save
 
 FIGURE = "agreement"
 CAPTION = ("Top-1 agreement and top-k recall by frequency band of the forced token (left), top-1 agreement "

@@ -14,8 +14,17 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from harness.agree.metrics import (BANDS, TopK, first_tokens, frequency_bands, token_counts, top1_agrees,
-                                   top1_margin, topk_recall, union_kl)
+from harness.agree.metrics import (
+    BANDS,
+    TopK,
+    first_tokens,
+    frequency_bands,
+    token_counts,
+    top1_agrees,
+    top1_margin,
+    topk_recall,
+    union_kl,
+)
 from harness.agree.sequences import ForcedSequence
 from harness.analysis.stats import bootstrap_ratio_of_sums
 from harness.engines.scoring import ScoredTokens

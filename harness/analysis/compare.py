@@ -28,8 +28,14 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.run import Run
-from harness.analysis.stats import (accuracy_change, bootstrap_change, bootstrap_ratio_of_sums_change,
-                                    bootstrap_relative_change, discordant_counts, mcnemar_exact)
+from harness.analysis.stats import (
+    accuracy_change,
+    bootstrap_change,
+    bootstrap_ratio_of_sums_change,
+    bootstrap_relative_change,
+    discordant_counts,
+    mcnemar_exact,
+)
 from harness.analysis.verify_pair import verify_cost_rows
 from harness.errors import SparkbenchError
 from harness.metrics import length_match_weights, length_matched_throughput

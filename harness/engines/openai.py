@@ -16,8 +16,13 @@ from typing import Any
 
 import httpx
 
-from harness.engines.base import (ASSUMED_ONE_PER_CHUNK, MalformedStream, ServerHTTPError, ServerUnreachable,
-                                  StreamResult, answers_json)
+from harness.engines.base import (
+    ASSUMED_ONE_PER_CHUNK,
+    ServerHTTPError,
+    ServerUnreachable,
+    StreamResult,
+    answers_json,
+)
 from harness.engines.prometheus import SPEC_COUNTER_PREFIX, parse_metrics, scrape, spec_decode_counters
 from harness.engines.registry import Engine, register, register_api
 from harness.engines.sse import Session, post_sse

@@ -23,8 +23,7 @@ from urllib.parse import unquote
 import httpx
 import msgspec
 
-from harness.engines.base import (ConnectFailed, MalformedStream, RequestTimeout, ServerHTTPError,
-                                  ServerUnreachable)
+from harness.engines.base import ConnectFailed, MalformedStream, RequestTimeout, ServerHTTPError, ServerUnreachable
 from harness.engines.wire import EventStreamReader
 
 DONE = object()  # sentinel yielded for `data: [DONE]`

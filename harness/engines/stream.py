@@ -19,8 +19,14 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.engines.base import (ConnectFailed, FirstTokenTimeout, RequestFailed, RequestTimeout, StreamIncomplete,
-                                  StreamResult)
+from harness.engines.base import (
+    ConnectFailed,
+    FirstTokenTimeout,
+    RequestFailed,
+    RequestTimeout,
+    StreamIncomplete,
+    StreamResult,
+)
 from harness.engines.sse import DONE
 
 # Default total deadline: a fixed allowance for queueing and prefill, then a floor decode rate.
@@ -90,7 +96,7 @@ async def collect(events: AsyncIterator[tuple[int, Any]], result: StreamResult, 
         raise StreamIncomplete(f"{url}: stream ended without [DONE]")
     except ConnectFailed:
         raise  # never sent: not a failed request, the caller decides whether to try again
-    except (TimeoutError, RequestFailed) as exc:
+    except (TimeoutError, RequestFailed):
         # The transport may report our own deadline's cancellation as its read timeout.
         if timer.expired():
             exc = error(f"{url}: gave up after {loop.time() - start:.1f} s ({_which(error, deadlines)})")

@@ -8,7 +8,6 @@ canary also shows whether the server streams its tokens as it makes them (harnes
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 from pathlib import Path
@@ -66,12 +65,13 @@ def send_canary(backend: Backend, base_url: str, headers: dict[str, str] | None 
 def streamed_canary(backend: Backend, base_url: str, headers: dict[str, str] | None = None
                     ) -> tuple[StreamResult, dict[str, Any], int]:
     """(canary, its stream evidence, attempts): canaries until one streams, at most STREAM_ATTEMPTS."""
-    for attempt in range(1, STREAM_ATTEMPTS + 1):
+    attempts = 0
+    while True:
+        attempts += 1
         canary = send_canary(backend, base_url, headers)
         evidence = stream_evidence(canary, CANARY, backend.engine, backend.name)
-        if not held_back(evidence):
-            break
-    return canary, evidence, attempt
+        if not held_back(evidence) or attempts == STREAM_ATTEMPTS:
+            return canary, evidence, attempts
 
 
 def canary_speculation(backend: Backend, result: StreamResult) -> dict[str, float]:

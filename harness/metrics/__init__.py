@@ -7,13 +7,22 @@ docs/metrics.md defines every column.
 """
 
 from harness.metrics.derive import derive_requests
-from harness.metrics.normalize import (by_length_bin, length_match_weights, length_matched_throughput,
-                                       seconds_per_correct_answer, tokens_per_correct_answer)
+from harness.metrics.normalize import (
+                                       by_length_bin,
+                                       length_match_weights,
+                                       length_matched_throughput,
+                                       seconds_per_correct_answer,
+                                       tokens_per_correct_answer,
+)
 from harness.metrics.schema import DERIVED_COLUMNS, SUMMARY_COLUMNS
 from harness.metrics.speculative import accept_length_request_weighted, accept_length_token_weighted
 from harness.metrics.stats import describe, tail_certified
-from harness.metrics.summary import (decode_throughput_aggregate, decode_throughput_mean_of_requests,
-                                     output_throughput, summarize)
+from harness.metrics.summary import (
+                                       decode_throughput_aggregate,
+                                       decode_throughput_mean_of_requests,
+                                       output_throughput,
+                                       summarize,
+)
 
 __all__ = [
     "DERIVED_COLUMNS",

@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from harness.engines.meta import SPEC_COLUMNS
 from harness.metrics.integrity import integrity_columns, mask_stream_timings
 from harness.metrics.latency import client_columns, counts_from_server
 from harness.metrics.schema import DERIVED_COLUMNS
 from harness.metrics.server import server_columns
-from harness.metrics.speculative import SPEC_COLUMNS, engine_steps, speculation, tokens_per_step
+from harness.metrics.speculative import engine_steps, speculation, tokens_per_step
 from harness.metrics.values import elapsed_ms, floats, parse_meta
 
 

@@ -90,10 +90,23 @@ class Roofline:
 
     def values(self) -> dict[str, float]:
         """The summary figures (ROOFLINE_UNITS)."""
-        return {"roofline_weight_bytes": self.weight_bytes, "roofline_kv_cache_bytes": self.kv_bytes,
-                "roofline_bytes_per_step": self.bytes_per_step, "roofline_step_ms": self.step_ms,
-                "roofline_achieved_gbps": self.achieved_gbps, "roofline_peak_gbps": self.peak_gbps,
-                "roofline_fraction_of_peak": self.achieved_gbps / self.peak_gbps}
+        figures = {"roofline_weight_bytes": self.weight_bytes, "roofline_kv_cache_bytes": self.kv_bytes,
+                   "roofline_bytes_per_step": self.bytes_per_step, "roofline_step_ms": self.step_ms,
+                   "roofline_achieved_gbps": self.achieved_gbps}
+        if self.has_ceiling:  # no known ceiling: the peak and the fraction are absent, not nan
+            figures |= {"roofline_peak_gbps": self.peak_gbps,
+                        "roofline_fraction_of_peak": self.achieved_gbps / self.peak_gbps}
+        return figures
+
+    @property
+    def has_ceiling(self) -> bool:
+        return math.isfinite(self.peak_gbps) and self.peak_gbps > 0
+
+    def ceiling_text(self) -> str:
+        if not self.has_ceiling:
+            return f"no known ceiling [{self.peak_source}]"
+        return (f"of {self.peak_gbps:g} GB/s peak ({self.achieved_gbps / self.peak_gbps:.0%}) "
+                f"[{self.peak_source}]")
 
     def lines(self) -> list[str]:
         """Every assumption and figure, one line each, for printing beside the numbers."""
@@ -103,8 +116,7 @@ class Roofline:
         return ["bytes one decode step reads at batch 1:", *rows,
                 f"  KV cache: {kv}  [{self.kv_note}]",
                 f"  total {self.bytes_per_step / 1e9:.3f} GB per step; step {self.step_ms:.3f} ms; "
-                f"achieved {self.achieved_gbps:.1f} GB/s of {self.peak_gbps:g} GB/s peak "
-                f"({self.achieved_gbps / self.peak_gbps:.0%}) [{self.peak_source}]",
+                f"achieved {self.achieved_gbps:.1f} GB/s {self.ceiling_text()}",
                 *[f"  note: {n}" for n in self.notes]]
 
 

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.engines.meta import SPEC_COLUMNS
 from harness.engines.registry import meta_reader
 
 

@@ -15,8 +15,7 @@ from harness.engines.base import ERROR_KINDS
 from harness.metrics.derive import derive_requests
 from harness.metrics.integrity import flag_counts
 from harness.metrics.normalize import correctness_values
-from harness.metrics.schema import (CORRECTNESS_UNITS, DISTRIBUTION_UNITS, RUN_UNITS, STAT_UNITS,
-                                    SUMMARY_COLUMNS)
+from harness.metrics.schema import CORRECTNESS_UNITS, DISTRIBUTION_UNITS, RUN_UNITS, STAT_UNITS, SUMMARY_COLUMNS
 from harness.metrics.speculative import accept_length_request_weighted, accept_length_token_weighted
 from harness.metrics.stats import certification, describe
 from harness.metrics.values import elapsed_ms, floats, ratio

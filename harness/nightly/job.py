@@ -20,13 +20,23 @@ from harness.errors import SparkbenchError
 from harness.nightly.config import NightlyConfig
 from harness.nightly.gate import history_rows, pin_baseline, pinned_baseline, verdicts
 from harness.nightly.history import append_history, night_id, read_history
-from harness.nightly.settle import (CONFIRMED, INCONCLUSIVE, NOT_CONFIRMED, Attempt, busy_reasons, night_outcome,
-                                    settle, tpot_gap, undecided)
+from harness.nightly.settle import (
+    CONFIRMED,
+    INCONCLUSIVE,
+    NOT_CONFIRMED,
+    Attempt,
+    busy_reasons,
+    night_outcome,
+    settle,
+    tpot_gap,
+    undecided,
+)
 from harness.records.rundir import load_manifest
 from harness.run.hostload import HostLoadMeter
 
-PASS, REGRESSION, COULD_NOT_RUN, INCONCLUSIVE = 0, 1, 2, 3
-EXIT_CODES = {"pass": PASS, "regression": REGRESSION, "inconclusive": INCONCLUSIVE}
+# Exit codes, named apart from the verdict texts of `settle` (INCONCLUSIVE there is a verdict).
+EXIT_PASS, EXIT_REGRESSION, EXIT_COULD_NOT_RUN, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+EXIT_CODES = {"pass": EXIT_PASS, "regression": EXIT_REGRESSION, "inconclusive": EXIT_INCONCLUSIVE}
 LOAD_METRICS = ("other_cpu_share", "steal_share", "loadavg_1m", "tpot_client_server_gap")
 
 
@@ -166,8 +176,8 @@ def load_table(run_dirs: list[Path], config: NightlyConfig) -> pd.DataFrame:
 def write_report(config: NightlyConfig, night: str, baseline: dict[str, str], run_dirs: list[Path],
                  tables: dict[str, pd.DataFrame]) -> Path:
     """The night's own report folder: HTML report with the trend, and the verdict and load tables."""
-    from harness.report.report import build_report
     from harness.nightly.trend import trend_plot
+    from harness.report.report import build_report
 
     out = config.state_dir / "reports" / night
     out.mkdir(parents=True, exist_ok=False)  # night ids are unique: a folder is never shared
@@ -198,13 +208,13 @@ def run_night(config: NightlyConfig, pin: bool = False) -> int:
         if pin or not baseline:
             pin_baseline(config, runs)
             print(f"baseline pinned for {', '.join(runs)}: {config.baseline_file}")
-            return PASS
+            return EXIT_PASS
         table, outcome, evidence = judge(config, night, baseline, runs)
         load = load_table([*runs.values(), *evidence], config)
         report = write_report(config, night, baseline, [*runs.values(), *evidence],
                               {"verdicts": table, "host_load": load})
     except SparkbenchError as exc:
         print(f"sparkbench nightly: could not run: {exc}", file=sys.stderr)
-        return COULD_NOT_RUN
+        return EXIT_COULD_NOT_RUN
     print_night(table, load, outcome, report)
     return EXIT_CODES[outcome]

@@ -6,7 +6,6 @@ tokens/s is for the operator's eyes only and is not stored).
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 from typing import Any

@@ -55,10 +55,22 @@ def uv_source_options(pip_settings: dict[str, str]) -> list[str]:
     return options
 
 
+def bootstrap_pip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run pip of the base Python, the one `make setup` bootstrapped uv with.
+
+    The one way the project calls pip: a uv-made environment has no pip of its own, so
+    `sys.executable -m pip` works only where an earlier install left one (a unit test refuses it).
+    """
+    base_python = getattr(sys, "_base_executable", sys.executable)
+    done = subprocess.run([base_python, "-m", "pip", *args], capture_output=not check, text=True)
+    if check and done.returncode != 0:
+        raise SparkbenchError(f"`pip {' '.join(args[:1])}` of {base_python} failed with exit code {done.returncode}")
+    return done
+
+
 def pip_settings() -> dict[str, str]:
     """This machine's pip configuration, or none when the base Python has no pip."""
-    base_python = getattr(sys, "_base_executable", sys.executable)  # a uv venv has no pip of its own
-    listing = subprocess.run([base_python, "-m", "pip", "config", "list"], capture_output=True, text=True)
+    listing = bootstrap_pip("config", "list", check=False)
     return parse_pip_config(listing.stdout) if listing.returncode == 0 else {}
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from harness.errors import SparkbenchError
 from harness.testbed.envs import MARKER, TESTBED_DIR, cache_root, ensure_model, env_python, model_dir
+from harness.testbed.install import bootstrap_pip
 
 SDIST_NAME = "llama-cpp-python"
 SDIST_VERSION = "0.3.36"
@@ -76,12 +77,13 @@ def _sha256(path: Path) -> str:
 
 
 def fetch_sdist() -> Path:
-    """Download the pinned sdist once (through pip, so the configured indexes apply); check its hash."""
+    """Download the pinned sdist once (through the base Python's pip, so the configured indexes
+    apply: a uv environment has none); check its hash."""
     folder = cache_root() / "downloads"
     archive = folder / f"{SDIST_NAME.replace('-', '_')}-{SDIST_VERSION}.tar.gz"
     if not archive.exists():
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                        "--no-binary", ":all:", f"{SDIST_NAME}=={SDIST_VERSION}", "-d", str(folder)], check=True)
+        bootstrap_pip("download", "--quiet", "--disable-pip-version-check", "--no-deps", "--no-binary", ":all:",
+                      f"{SDIST_NAME}=={SDIST_VERSION}", "-d", str(folder))
     if _sha256(archive) != SDIST_SHA256:
         raise SparkbenchError(f"{archive} does not match the pinned sha256 {SDIST_SHA256}; delete it and retry")
     return archive

@@ -12,8 +12,16 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from harness.testbed.envs import (MARKER, TESTBED_DIR, _digest, _sole_builder, cache_root, ensure_model, env_python,
-                                  model_dir)
+from harness.testbed.envs import (
+    MARKER,
+    TESTBED_DIR,
+    _digest,
+    _sole_builder,
+    cache_root,
+    ensure_model,
+    env_python,
+    model_dir,
+)
 
 BUILDER = TESTBED_DIR / "build_rounded_head.py"
 # Mantissa bits per named copy: e4m3 is FP8 as published; e4m1 is the coarser copy.

@@ -38,8 +38,10 @@ def test_token_outside_a_top_k_takes_that_servers_kth_logprob():
     # union {1, 2, 3}: ref = (-1, -2, -2 floor), cand = (-1, -2 floor, -2): same shape, KL 0
     assert union_kl(ref, cand) == pytest.approx(0.0, abs=1e-12)
     cand_far = top((1, -1.0), (3, -5.0))
-    ref_p = np.exp([-1.0, -2.0, -2.0]); ref_p /= ref_p.sum()
-    cand_q = np.exp([-1.0, -5.0, -5.0]); cand_q /= cand_q.sum()
+    ref_p = np.exp([-1.0, -2.0, -2.0])
+    ref_p /= ref_p.sum()
+    cand_q = np.exp([-1.0, -5.0, -5.0])
+    cand_q /= cand_q.sum()
     assert union_kl(ref, cand_far) == pytest.approx(float(np.sum(ref_p * np.log(ref_p / cand_q))))
 
 

@@ -7,8 +7,16 @@ import re
 from pathlib import Path
 
 from harness.analysis.tables import HEADLINE
-from harness.metrics.catalogue import (ACCURACY, CATALOGUE, DISTRIBUTION, NEITHER, RUN, compared_stats,
-                                       default_thresholds, gated)
+from harness.metrics.catalogue import (
+    ACCURACY,
+    CATALOGUE,
+    DISTRIBUTION,
+    NEITHER,
+    RUN,
+    compared_stats,
+    default_thresholds,
+    gated,
+)
 from harness.metrics.energy import DOMAINS
 from harness.metrics.schema import DISTRIBUTION_UNITS, RUN_UNITS, STAT_UNITS
 from harness.nightly.config import DEFAULT_THRESHOLDS

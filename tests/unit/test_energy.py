@@ -10,8 +10,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.metrics.energy import (counter_joules, energy_values, peak_power_w, power_energy_j, run_energy,
-                                    window_energy_j)
+from harness.metrics.energy import (
+    counter_joules,
+    energy_values,
+    peak_power_w,
+    power_energy_j,
+    run_energy,
+    window_energy_j,
+)
 from harness.power.sampler import POWER_NAME, PowerSampler, load_power_samples, power_sampling
 from harness.power.sensors import SensorInfo, rapl_sensors
 

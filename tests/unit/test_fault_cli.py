@@ -3,7 +3,6 @@ that never reach a file, and one-line errors for bad input (real CLI processes, 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess

@@ -112,3 +112,32 @@ def test_an_environment_another_process_is_building_is_waited_for_not_built_agai
         (folder / envs.MARKER).write_text("ok\n")
     waiter.join()
     assert not (fake_uv.parent / "calls.txt").exists()
+
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+def test_pip_is_called_only_through_the_base_python():
+    """A uv environment has no pip: `sys.executable -m pip` works only where an earlier install
+    happened to leave one, so project code calls pip through `install.bootstrap_pip` alone."""
+    allowed = {"harness/testbed/install.py", "tests/unit/test_install.py"}  # the one way, and this test
+    offenders = []
+    for path in [*PROJECT.glob("harness/**/*.py"), *PROJECT.glob("scripts/**/*.py"), *PROJECT.glob("tests/**/*.py")]:
+        text = path.read_text()
+        name = str(path.relative_to(PROJECT))
+        if name not in allowed and ('"-m", "pip"' in text or "-m pip " in text.replace("`", " ")):
+            offenders.append(name)
+    assert offenders == []
+
+
+def test_bootstrap_pip_runs_the_base_interpreter(monkeypatch):
+    seen = []
+    monkeypatch.setattr(install.sys, "_base_executable", "/base/python3", raising=False)
+    monkeypatch.setattr(install.subprocess, "run", lambda cmd, **kw: seen.append(cmd) or _Done())
+    install.bootstrap_pip("download", "x")
+    assert seen == [["/base/python3", "-m", "pip", "download", "x"]]
+
+
+class _Done:
+    returncode = 0
+    stdout = ""

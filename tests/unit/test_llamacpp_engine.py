@@ -133,8 +133,8 @@ def test_made_up_timings_give_the_stated_formulas():
 
 
 def test_openai_route_records_keep_the_timings_for_the_same_reader():
-    from harness.engines.openai import _absorb_chunk
     from harness.engines.base import StreamResult
+    from harness.engines.openai import _absorb_chunk
 
     result = StreamResult(sent_unix_s=0.0, sent_ns=0)
     timings = {"prompt_ms": 3.0, "predicted_ms": 30.0, "predicted_n": 11}

@@ -11,8 +11,15 @@ import pandas as pd
 import pytest
 
 from harness.errors import SparkbenchError
-from harness.metrics import (DERIVED_COLUMNS, by_length_bin, derive_requests, describe,
-                             length_matched_throughput, summarize, tail_certified)
+from harness.metrics import (
+    DERIVED_COLUMNS,
+    by_length_bin,
+    derive_requests,
+    describe,
+    length_matched_throughput,
+    summarize,
+    tail_certified,
+)
 from harness.records.requests import RecordWriter, load_requests, write_parquet
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"

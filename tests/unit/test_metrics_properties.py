@@ -9,8 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.metrics import (accept_length_token_weighted, decode_throughput_aggregate, derive_requests,
-                             describe, length_matched_throughput, summarize)
+from harness.metrics import (
+    accept_length_token_weighted,
+    decode_throughput_aggregate,
+    derive_requests,
+    describe,
+    length_matched_throughput,
+    summarize,
+)
 
 NS_PER_MS = 1_000_000
 

@@ -69,3 +69,14 @@ def test_plain_confirmation_reruns_against_the_pinned_baseline(tmp_path, monkeyp
     attempt = job.confirmation_attempt(NightlyConfig(state_dir=tmp_path, server="http://h:1"), "synthetic", str(base))()
     assert calls == [("run", None), ("gate", "base", "run1")]
     assert [p.name for p in attempt.runs] == ["run1"]
+
+
+def test_the_inconclusive_line_names_the_metrics_it_could_not_settle(capsys):
+    from harness.nightly.settle import INCONCLUSIVE
+
+    table = pd.DataFrame([{"workload": "gsm8k", "metric": "tpot_ms", "stat": "p50", "verdict": INCONCLUSIVE},
+                          {"workload": "gsm8k", "metric": "ttft_ms", "stat": "p50", "verdict": "ok"}])
+    job.print_night(table, pd.DataFrame([{"run": "r"}]), "inconclusive", Path("report.html"))
+    verdict = capsys.readouterr().out.strip().splitlines()[-1]
+    assert verdict.startswith("verdict: INCONCLUSIVE (gsm8k:tpot_ms p50 inconclusive")
+    assert "ttft_ms" not in verdict

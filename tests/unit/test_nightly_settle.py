@@ -8,8 +8,17 @@ from pathlib import Path
 import pandas as pd
 
 from harness.nightly.job import confirm
-from harness.nightly.settle import (CONFIRMED, INCONCLUSIVE, NOT_CONFIRMED, Attempt, busy_reasons,
-                                    night_outcome, settle, tpot_gap, undecided)
+from harness.nightly.settle import (
+    CONFIRMED,
+    INCONCLUSIVE,
+    NOT_CONFIRMED,
+    Attempt,
+    busy_reasons,
+    night_outcome,
+    settle,
+    tpot_gap,
+    undecided,
+)
 
 LIMITS = {"other_cpu_share": 0.10, "steal_share": 0.05, "tpot_client_server_gap": 0.10}
 

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable, StreamIncomplete
+from harness.engines.base import ServerHTTPError, ServerUnreachable, StreamIncomplete
 from harness.engines.detect import detect_backend, make_backend, probe
 from harness.engines.openai import ASSUMED_ONE_PER_CHUNK, NotOpenAIServer, OpenAIBackend
 from harness.engines.sglang import SGLangBackend

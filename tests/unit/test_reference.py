@@ -5,8 +5,16 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from harness.analysis.reference import (REFERENCE_CSV, format_reference_table, ladder, load_reference, not_quoted,
-                                       published, published_gains, reference_table)
+from harness.analysis.reference import (
+    REFERENCE_CSV,
+    format_reference_table,
+    ladder,
+    load_reference,
+    not_quoted,
+    published,
+    published_gains,
+    reference_table,
+)
 from harness.metrics.schema import SUMMARY_COLUMNS
 
 # (run_id, workload, metric, stat, value) of every published figure, in the harness's units.

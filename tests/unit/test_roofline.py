@@ -86,6 +86,13 @@ def test_every_assumption_is_printed_with_the_figure():
         assert needed in text
 
 
+def test_a_device_without_a_known_ceiling_says_so_and_records_no_nan():
+    roofline = decode_roofline(LLAMA, WeightDtypes("bf16", "bf16"), 2.0, 100, "bf16", ceiling(None))
+    text = "\n".join(roofline.lines())
+    assert "no known ceiling" in text and "nan" not in text
+    assert "roofline_peak_gbps" not in roofline.values() and "roofline_fraction_of_peak" not in roofline.values()
+
+
 def test_device_ceilings_and_the_operator_override():
     assert find_device("NVIDIA H200").peak_gbps == 4800
     assert find_device("NVIDIA H100 PCIe").peak_gbps == 2000 and find_device("NVIDIA H100 80GB HBM3").peak_gbps == 3350

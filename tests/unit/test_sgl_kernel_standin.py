@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.run.embedded import STANDIN_DIR
 from harness.errors import SparkbenchError
+from harness.run.embedded import STANDIN_DIR
 from harness.testbed.envs import env_python
 
 PROBE = Path(__file__).with_name("standin_probe.py")

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import json
 import re
+import socket
 from pathlib import Path
 
 import httpx
 import pytest
 
-from harness.engines.base import (ConnectFailed, MalformedStream, ServerHTTPError, ServerUnreachable,
-                                  StreamIncomplete)
+from harness.engines.base import ConnectFailed, MalformedStream, ServerHTTPError, ServerUnreachable, StreamIncomplete
 from harness.engines.sglang import generate, request_body
-from harness.spec import Prompt, SamplingParams
 from harness.engines.sse import Session
+from harness.spec import Prompt, SamplingParams
 from tests.fakes.replay import mock_session
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

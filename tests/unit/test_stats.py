@@ -7,8 +7,16 @@ import math
 import numpy as np
 import pytest
 
-from harness.analysis.stats import (accuracy_change, bootstrap_ci, bootstrap_ratio_of_sums, bootstrap_ratio_of_sums_change,
-                           bootstrap_relative_change, discordant_counts, mcnemar_exact, percentile_stat)
+from harness.analysis.stats import (
+    accuracy_change,
+    bootstrap_ci,
+    bootstrap_ratio_of_sums,
+    bootstrap_ratio_of_sums_change,
+    bootstrap_relative_change,
+    discordant_counts,
+    mcnemar_exact,
+    percentile_stat,
+)
 
 
 def _table(both: int, base_only: int, cand_only: int, neither: int) -> tuple[np.ndarray, np.ndarray]:

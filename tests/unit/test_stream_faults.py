@@ -9,12 +9,12 @@ import pytest
 
 from harness.engines.openai import OpenAIBackend
 from harness.engines.sglang import SGLangBackend
+from harness.engines.sse import Session
 from harness.metrics import derive_requests, summarize
 from harness.records.requests import RequestRecord
 from harness.spec import Prompt, SamplingParams
 from tests.fakes.stream_server import Script, serving
 from tests.unit.conftest import to_frame
-from harness.engines.sse import Session
 
 TOKENS = 48
 ALL_THREE = {"buffered", "late_first_token", "sparse"}

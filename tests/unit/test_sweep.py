@@ -11,13 +11,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness.config import validated
 from harness.errors import SparkbenchError
 from harness.sweep import on_ray
 from harness.sweep.config import SweepConfig, config_from_flags
 from harness.sweep.outputs import write_outputs
 from harness.sweep.run import execute
 from harness.sweep.sweepdir import CellOutcome, SweepDir
-from harness.config import validated
 
 SYNTHETIC = {"name": "synthetic", "options": {"num_prompts": 4, "input_tokens": 32, "output_tokens": 8}}
 
