@@ -103,8 +103,8 @@ class Roofline:
         return math.isfinite(self.peak_gbps) and self.peak_gbps > 0
 
     def ceiling_text(self) -> str:
-        if not self.has_ceiling:
-            return f"no known ceiling [{self.peak_source}]"
+        if not self.has_ceiling:  # the source already reads "no known ceiling for ... (pass --peak-gbps)"
+            return f"({self.peak_source})"
         return (f"of {self.peak_gbps:g} GB/s peak ({self.achieved_gbps / self.peak_gbps:.0%}) "
                 f"[{self.peak_source}]")
 
