@@ -30,6 +30,11 @@ class StrictModel(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
+    @classmethod
+    def part_of(cls: type[Model], source: BaseModel, /, **changes: Any) -> Model:
+        """This model's fields taken from `source` (a config that includes them), with `changes`."""
+        return cls(**{name: getattr(source, name) for name in cls.model_fields} | changes)
+
 
 def error_lines(error: ValidationError, where: str) -> list[str]:
     """One line per problem; unknown keys at the same place are named together."""

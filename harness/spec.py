@@ -6,6 +6,7 @@ knows about HTTP or timing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -26,6 +27,12 @@ class SamplingParams:
         d = asdict(self)
         d["stop"] = list(self.stop)
         return d
+
+
+def sampling_fields(s: SamplingParams, names: Mapping[str, str]) -> dict[str, Any]:
+    """The sampling parameters as an engine's request fields: every one explicit, each under the
+    engine's name for it (`names`: ours -> the engine's, where they differ); the seed only when set."""
+    return {names.get(key, key): value for key, value in s.to_dict().items() if key != "seed" or value is not None}
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,10 @@ class WorkloadConfig(StrictModel):
         defaults = self.reduced if reduced else self.published
         return self.model_copy(update={key: value for key, value in defaults.items() if getattr(self, key) is None})
 
+    def wants_chat(self) -> bool:
+        """Whether its prompts go as chat messages (the OpenAI chat API): a workload's `chat` option."""
+        return bool(getattr(self, "chat", False))
+
     @classmethod
     def help(cls, field: str) -> str:
         """The field's description with its published and reduced defaults, for `--help`."""

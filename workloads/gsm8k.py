@@ -19,10 +19,11 @@ import random
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
+from harness.config import validated
 from harness.errors import SparkbenchError
 from harness.spec import Prompt, SamplingParams
 from workloads import WorkloadConfig
@@ -168,39 +169,23 @@ def ordered_question_indices(total: int, offset: int, limit: int | None,
     return indices[offset:end]
 
 
-@dataclass
 class GSM8KWorkload:
-    limit: int | None = None
-    offset: int = 0
-    shuffle: bool = False
-    shuffle_seed: int = 0
-    shot_seed: int = DEFAULT_SHOT_SEED
-    chat: bool = False
-    source: str = "vendored"
-    temperature: float = PUBLISHED_TEMPERATURE
-    top_p: float = PUBLISHED_TOP_P
-    top_k: int = PUBLISHED_TOP_K
-    max_new_tokens: int = PUBLISHED_MAX_NEW_TOKENS
-    ignore_eos: bool = False
-    stop: tuple[str, ...] = STOP_STRINGS
-    base_seed: int = 0  # request seed = base_seed + question index: same question, same seed, every run
-    name: str = "gsm8k"
+    """GSM8K prompts of one `GSM8KConfig` (its options; a left-out scale option takes the published
+    value). `ignore_eos` and `stop` belong to the prompt format: code may change them, options do not."""
 
-    def __post_init__(self) -> None:
-        if self.source not in SOURCES:
-            raise SparkbenchError(f"unknown GSM8K source {self.source!r}; choose one of {', '.join(SOURCES)}")
-        if self.limit is not None and self.limit < 0:
-            raise SparkbenchError(f"GSM8K limit must be >= 0, got {self.limit}")
-        if self.offset < 0:
-            raise SparkbenchError(f"GSM8K offset must be >= 0, got {self.offset}")
+    name = "gsm8k"
+
+    def __init__(self, ignore_eos: bool = False, stop: tuple[str, ...] = STOP_STRINGS, **options: Any) -> None:
+        self.config = validated(GSM8KConfig, options, "gsm8k options").at_scale(reduced=False)
+        self.ignore_eos, self.stop = ignore_eos, tuple(stop)
 
     @cached_property
     def data(self) -> GSM8KData:
-        return load_gsm8k(self.source)
+        return load_gsm8k(self.config.source)
 
     @cached_property
     def shot_ids(self) -> list[int]:
-        return draw_shot_ids(len(self.data.train), self.shot_seed)
+        return draw_shot_ids(len(self.data.train), self.config.shot_seed)
 
     @cached_property
     def prefix(self) -> str:
@@ -208,21 +193,21 @@ class GSM8KWorkload:
 
     def question_indices(self) -> list[int]:
         total = len(self.data.test)
-        if self.offset >= total:
-            raise SparkbenchError(f"GSM8K offset {self.offset} is past the last of {total} test questions")
-        return ordered_question_indices(total, self.offset, self.limit, self.shuffle, self.shuffle_seed)
+        if self.config.offset >= total:
+            raise SparkbenchError(f"GSM8K offset {self.config.offset} is past the last of {total} test questions")
+        return ordered_question_indices(total, self.config.offset, self.config.limit, self.config.shuffle, self.config.shuffle_seed)
 
     def sampling(self, seed: int | None) -> SamplingParams:
-        return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                              top_p=self.top_p, top_k=self.top_k, ignore_eos=self.ignore_eos,
+        return SamplingParams(max_new_tokens=self.config.max_new_tokens, temperature=self.config.temperature,
+                              top_p=self.config.top_p, top_k=self.config.top_k, ignore_eos=self.ignore_eos,
                               stop=tuple(self.stop), seed=seed)
 
     def _prompt(self, prompt_id: str, row: dict[str, str], index: int, item: dict) -> Prompt:
         text = build_prompt_text(self.prefix, row["question"])
         item = {**item, "gold": gold_answer(row["answer"])}
-        if self.chat:
+        if self.config.chat:
             item["chat_messages"] = [{"role": "user", "content": text}]
-        return Prompt(prompt_id=prompt_id, sampling=self.sampling(self.base_seed + index), text=text, item=item)
+        return Prompt(prompt_id=prompt_id, sampling=self.sampling(self.config.base_seed + index), text=text, item=item)
 
     def prompts(self) -> list[Prompt]:
         return [self._prompt(f"gsm8k-{i}", self.data.test[i], i, {"question_index": i})
@@ -238,20 +223,20 @@ class GSM8KWorkload:
     def spec(self) -> dict:
         return {
             "name": self.name,
-            "source": self.source,
-            "hub_dataset": f"{HUB_DATASET}:{HUB_CONFIG}" if self.source == "hub" else None,
+            "source": self.config.source,
+            "hub_dataset": f"{HUB_DATASET}:{HUB_CONFIG}" if self.config.source == "hub" else None,
             "data_sha256": dict(self.data.sha256),
             "num_test_questions": len(self.data.test),
-            "shot_seed": self.shot_seed,
+            "shot_seed": self.config.shot_seed,
             "shot_ids": list(self.shot_ids),
             "templates": {"shot": SHOT_TEMPLATE, "question": QUESTION_TEMPLATE, "separator": SHOT_SEPARATOR},
-            "chat": self.chat,
-            "limit": self.limit,
-            "offset": self.offset,
-            "shuffle": self.shuffle,
-            "shuffle_seed": self.shuffle_seed,
+            "chat": self.config.chat,
+            "limit": self.config.limit,
+            "offset": self.config.offset,
+            "shuffle": self.config.shuffle,
+            "shuffle_seed": self.config.shuffle_seed,
             "num_prompts": len(self.question_indices()),
             "sampling": self.sampling(seed=None).to_dict(),
-            "base_seed": self.base_seed,
+            "base_seed": self.config.base_seed,
             "seed_rule": "base_seed + question_index",
         }

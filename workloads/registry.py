@@ -1,8 +1,9 @@
 """Workloads by name: each one's typed config, its builder and, for a scored workload, its scorer.
 
-The command line and the nightly job build workloads through here: options are validated by the
-workload's config (one line per problem), left-out options take the default of the target's scale
-(`WorkloadConfig.at_scale`), and the result is a `Plan` the runner builds once it knows the server.
+Every entry point builds workloads through here, and each registered one is a `sparkbench run NAME`
+command: options are validated by the workload's config (one line per problem), left-out options
+take the default of the target's scale (`WorkloadConfig.at_scale`), and the result is a `Plan` the
+runner builds once it knows the server.
 A scored workload names its scorer, so nothing downstream asks for a workload by name.
 """
 
@@ -29,6 +30,7 @@ Factory = Callable[[dict[str, Any]], Workload]
 class WorkloadEntry:
     config: type[WorkloadConfig]
     factory: Callable[[Any, Path | None], Factory]  # (resolved config, local model folder) -> factory
+    description: str  # the help of its `sparkbench run NAME` command
     scorer: Scorer | None = None  # how a scored workload's answers are judged
 
 
@@ -48,8 +50,10 @@ def _gsm8k(config: GSM8KConfig, model_dir: Path | None) -> Factory:
 
 
 WORKLOADS = {
-    "synthetic": WorkloadEntry(SyntheticConfig, _synthetic),
-    "gsm8k": WorkloadEntry(GSM8KConfig, _gsm8k, scorer=GSM8K_SCORER),
+    "synthetic": WorkloadEntry(SyntheticConfig, _synthetic,
+                               "Synthetic decode: random-token prompts, fixed output length, greedy, ignore_eos."),
+    "gsm8k": WorkloadEntry(GSM8KConfig, _gsm8k, "GSM8K: five-shot chain-of-thought, published sampling; accuracy "
+                           "and speed from the same requests.", scorer=GSM8K_SCORER),
 }
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.guard.checks import TORCH_DTYPE_NAMES, lm_head_dtype
+from harness.launch_flags import flag_value
 from harness.metrics.model_bytes import DTYPE_BYTES, WeightDtypes
 from harness.metrics.roofline import ROOFLINE_UNITS, Roofline, ceiling, decode_roofline
 
@@ -44,11 +45,6 @@ def served_facts(manifest: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
     launch = profile.get("launch") or {}
     return ((manifest.get("server") or {}).get("server_info") or {}, launch.get("env") or {},
             [str(a) for a in launch.get("args") or []])
-
-
-def flag_value(args: list[str], flag: str) -> str | None:
-    """The value after `flag` in a launch command line, else None."""
-    return args[args.index(flag) + 1] if flag in args[:-1] else None
 
 
 def model_dir(manifest: Mapping[str, Any]) -> str | None:

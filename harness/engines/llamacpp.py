@@ -35,7 +35,8 @@ from harness.engines.prometheus import spec_decode_counters
 from harness.engines.registry import Engine, register, register_api
 from harness.engines.sse import DONE, Session, post_sse
 from harness.engines.stream import NO_DEADLINES, Deadlines, collect
-from harness.spec import Prompt
+from harness.launch_flags import flag_value
+from harness.spec import Prompt, sampling_fields
 
 COMPLETION = "/completion"
 PROPS = "/props"
@@ -50,22 +51,16 @@ DRAFT_MAX_FLAGS = ("--spec-draft-n-max", "--draft-max", "--draft", "--draft-n")
 DEFAULT_DRAFT_MAX = 3
 SPECULATIVE_FACT_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_num_draft_tokens",
                          "speculative_eagle_topk")
+LLAMACPP_SAMPLING = {"max_new_tokens": "n_predict"}  # its names where they differ from ours (`sampling_fields`)
 MODEL_FILE = "model.gguf"  # in a GGUF model folder (see `model_args`)
 
 
 def request_body(prompt: Prompt) -> dict[str, Any]:
     """The streaming `/completion` request: every sampler the workload names is explicit, and
     llama.cpp's own default min-p (0.05) is switched off, which the other engines do not apply."""
-    s = prompt.sampling
-    body: dict[str, Any] = {
-        "prompt": list(prompt.input_ids) if prompt.input_ids is not None else prompt.text,
-        "stream": True, "n_predict": s.max_new_tokens, "temperature": s.temperature, "top_p": s.top_p,
-        "top_k": s.top_k, "min_p": 0.0, "ignore_eos": s.ignore_eos, "stop": list(s.stop),
-        "return_tokens": True,
-    }
-    if s.seed is not None:
-        body["seed"] = s.seed
-    return body
+    return {"prompt": list(prompt.input_ids) if prompt.input_ids is not None else prompt.text,
+            "stream": True, **sampling_fields(prompt.sampling, LLAMACPP_SAMPLING), "min_p": 0.0,
+            "return_tokens": True}
 
 
 def absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> None:
@@ -182,18 +177,6 @@ def llamacpp_speculation(meta: dict[str, Any]) -> dict[str, float]:
     return speculation_columns(1 + accepted / rounds, rounds, accepted, drafted, math.nan)
 
 
-def _flag_value(args: Sequence[str], flags: Sequence[str]) -> str | None:
-    """The value given to any of `flags` (`--flag VALUE` or `--flag=VALUE`); the last one wins."""
-    value = None
-    for index, arg in enumerate(args):
-        for flag in flags:
-            if arg == flag and index + 1 < len(args):
-                value = args[index + 1]
-            elif arg.startswith(flag + "="):
-                value = arg.split("=", 1)[1]
-    return value
-
-
 def llamacpp_server_facts(props: dict[str, Any], slots: Any, launch_args: Sequence[str]) -> dict[str, Any]:
     """Guard facts in SGLang's vocabulary.
 
@@ -208,8 +191,8 @@ def llamacpp_server_facts(props: dict[str, Any], slots: Any, launch_args: Sequen
         return facts
     if not any(isinstance(slot, dict) and slot.get("speculative") for slot in slots):
         return {**facts, **dict.fromkeys(SPECULATIVE_FACT_KEYS)}
-    drafts = int(_flag_value(launch_args, DRAFT_MAX_FLAGS) or DEFAULT_DRAFT_MAX)
-    return {**facts, "speculative_algorithm": _flag_value(launch_args, (SPEC_TYPE_FLAG,)) or "draft",
+    drafts = int(flag_value(launch_args, *DRAFT_MAX_FLAGS) or DEFAULT_DRAFT_MAX)
+    return {**facts, "speculative_algorithm": flag_value(launch_args, SPEC_TYPE_FLAG) or "draft",
             "speculative_num_steps": drafts, "speculative_num_draft_tokens": drafts + 1,
             "speculative_eagle_topk": None}
 

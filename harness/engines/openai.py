@@ -28,11 +28,14 @@ from harness.engines.registry import Engine, register, register_api
 from harness.engines.sse import Session, post_sse
 from harness.engines.stream import NO_DEADLINES, Deadlines, collect
 from harness.errors import SparkbenchError
-from harness.spec import Prompt, SamplingParams
+from harness.spec import Prompt, sampling_fields
 
 COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
+# The API's names where they differ from ours (`sampling_fields`); top_k and ignore_eos are the
+# vLLM/SGLang extensions of the OpenAI API.
+OPENAI_SAMPLING = {"max_new_tokens": "max_tokens"}
 
 
 class NotOpenAIServer(ServerHTTPError):
@@ -42,21 +45,6 @@ class NotOpenAIServer(ServerHTTPError):
 def not_openai(base_url: str, why: str) -> NotOpenAIServer:
     """The one-line error for a server that answered, but not as an OpenAI server would."""
     return NotOpenAIServer(f"{base_url} does not serve the OpenAI API ({why}); try --backend sglang")
-
-
-def sampling_fields(s: SamplingParams) -> dict[str, Any]:
-    """OpenAI request fields, every one explicit (top_k and ignore_eos are vLLM/SGLang extensions)."""
-    fields: dict[str, Any] = {
-        "temperature": s.temperature,
-        "top_p": s.top_p,
-        "top_k": s.top_k,
-        "max_tokens": s.max_new_tokens,
-        "ignore_eos": s.ignore_eos,
-        "stop": list(s.stop),
-    }
-    if s.seed is not None:
-        fields["seed"] = s.seed
-    return fields
 
 
 def chat_messages(prompt: Prompt) -> list[dict[str, Any]]:
@@ -76,7 +64,7 @@ def request_body(prompt: Prompt, model: str, chat: bool) -> dict[str, Any]:
         "model": model,
         "stream": True,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-        **sampling_fields(prompt.sampling),
+        **sampling_fields(prompt.sampling, OPENAI_SAMPLING),
     }
     if chat:
         body["messages"] = chat_messages(prompt)

@@ -28,31 +28,17 @@ from harness.engines.sglang_stream import ChunkReader
 from harness.engines.sse import Session, post_sse
 from harness.engines.stream import NO_DEADLINES, Deadlines, collect
 from harness.errors import SparkbenchError
-from harness.spec import Prompt, SamplingParams
+from harness.spec import Prompt, sampling_fields
 
 SERVER_INFO_PATHS = ("/server_info", "/get_server_info")  # newer name first
 MS_PER_S = 1000.0
+SGLANG_SAMPLING = {"seed": "sampling_seed"}  # its `sampling_params` names where they differ from ours
 # A flush refused while the last request is still being freed is retried (see flush_prefix_cache).
 FLUSH_ATTEMPTS, FLUSH_RETRY_S = 20, 0.25
 
 
-def sampling_body(s: SamplingParams) -> dict[str, Any]:
-    """SGLang `sampling_params`, every field explicit."""
-    body: dict[str, Any] = {
-        "temperature": s.temperature,
-        "top_p": s.top_p,
-        "top_k": s.top_k,
-        "max_new_tokens": s.max_new_tokens,
-        "ignore_eos": s.ignore_eos,
-        "stop": list(s.stop),
-    }
-    if s.seed is not None:
-        body["sampling_seed"] = s.seed
-    return body
-
-
 def request_body(prompt: Prompt) -> dict[str, Any]:
-    body: dict[str, Any] = {"sampling_params": sampling_body(prompt.sampling), "stream": True}
+    body: dict[str, Any] = {"sampling_params": sampling_fields(prompt.sampling, SGLANG_SAMPLING), "stream": True}
     if prompt.input_ids is not None:
         body["input_ids"] = list(prompt.input_ids)
     else:

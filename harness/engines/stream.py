@@ -96,13 +96,14 @@ async def collect(events: AsyncIterator[tuple[int, Any]], result: StreamResult, 
         raise StreamIncomplete(f"{url}: stream ended without [DONE]")
     except ConnectFailed:
         raise  # never sent: not a failed request, the caller decides whether to try again
-    except (TimeoutError, RequestFailed):
+    except (TimeoutError, RequestFailed) as caught:
+        failure = caught
         # The transport may report our own deadline's cancellation as its read timeout.
         if timer.expired():
-            exc = error(f"{url}: gave up after {loop.time() - start:.1f} s ({_which(error, deadlines)})")
-        if not isinstance(exc, RequestFailed):
+            failure = error(f"{url}: gave up after {loop.time() - start:.1f} s ({_which(error, deadlines)})")
+        if not isinstance(failure, RequestFailed):
             raise
-        return result.fail(exc, time.perf_counter_ns())
+        return result.fail(failure, time.perf_counter_ns())
 
 
 def _which(error: type[RequestFailed], deadlines: Deadlines) -> str:

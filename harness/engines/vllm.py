@@ -21,6 +21,7 @@ from harness.engines.openai import MODELS_PATH, first_model_id
 from harness.engines.registry import Engine, register
 from harness.engines.scoring import CannotScore, ScoredTokens, post_json, read_answer
 from harness.errors import SparkbenchError
+from harness.launch_flags import flag_value
 
 TOKEN_ID_PREFIX = "token_id:"
 SPECULATIVE_FACT_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_num_draft_tokens",
@@ -56,16 +57,6 @@ def vllm_speculation(meta: dict[str, Any]) -> dict[str, float]:
                                number(spec.get("draft_acceptance_rate")))
 
 
-def _flag_value(args: Sequence[str], flag: str) -> str | None:
-    """The value of `--flag VALUE` or `--flag=VALUE` in an argument list."""
-    for index, arg in enumerate(args):
-        if arg == flag and index + 1 < len(args):
-            return args[index + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None
-
-
 def vllm_server_facts(launch_args: Sequence[str], version: str | None) -> dict[str, Any]:
     """Server facts for a vLLM server, in the flat /server_info vocabulary the checks read.
 
@@ -76,7 +67,7 @@ def vllm_server_facts(launch_args: Sequence[str], version: str | None) -> dict[s
     facts: dict[str, Any] = {key: None for key in SPECULATIVE_FACT_KEYS}
     if version is not None:
         facts["version"] = version
-    raw = _flag_value(launch_args, "--speculative-config")
+    raw = flag_value(launch_args, "--speculative-config")
     if raw is None:
         return facts
     try:

@@ -11,9 +11,11 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from harness.config import PathText, StrictModel, load_yaml_config
+from harness.config import PathText, load_yaml_config
 from harness.metrics.catalogue import CATALOGUE, default_thresholds
 from harness.nightly.settle import DEFAULT_BUSY_LIMITS
+from harness.request import TargetSpec
+from harness.run.options import RunSettings
 from workloads.registry import NamedWorkload
 
 DEFAULT_THRESHOLDS = default_thresholds()
@@ -30,17 +32,16 @@ def _over_defaults(given: dict[str, float], defaults: dict[str, float], known: A
     return {**defaults, **given}
 
 
-class NightlyConfig(StrictModel):
-    """What a night runs and against what. Relative paths are relative to the working directory."""
+class NightlyConfig(TargetSpec, RunSettings):
+    """What a night runs and against what. Relative paths are relative to the working directory.
+
+    The server is a `TargetSpec` and the run options are `RunSettings` (concurrency, processes,
+    deadlines, credentials, ...), the same models every run request is made of."""
 
     state_dir: PathText = Path("results/nightly")
-    server: str | None = None
-    profile: str | None = None
-    model: PathText | None = None
-    backend: str = "auto"
+    show_progress: bool = False
     workloads: list[NamedWorkload] = Field(default_factory=lambda: [NamedWorkload(**w) for w in DEFAULT_WORKLOADS])
     thresholds: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
-    warmup: int = Field(1, ge=0)
     alpha: float = Field(0.05, gt=0.0, lt=1.0)
     confirmations: int = Field(2, ge=1)  # reruns to confirm a regression while the host stays busy
     busy_limits: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_BUSY_LIMITS))

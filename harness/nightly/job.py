@@ -32,7 +32,9 @@ from harness.nightly.settle import (
     undecided,
 )
 from harness.records.rundir import load_manifest
+from harness.request import RunRequest, TargetSpec
 from harness.run.hostload import HostLoadMeter
+from harness.run.options import RunSettings
 
 # Exit codes, named apart from the verdict texts of `settle` (INCONCLUSIVE there is a verdict).
 EXIT_PASS, EXIT_REGRESSION, EXIT_COULD_NOT_RUN, EXIT_INCONCLUSIVE = 0, 1, 2, 3
@@ -48,25 +50,25 @@ def run_workloads(config: NightlyConfig, names: list[str] | None = None,
     the config's profile and model). Each run's label is its derived one and `role` (nightly,
     rerun, baseline config), so the night's report tells the runs apart.
     """
-    from harness.run.bench import backend_for, run_workload, target_server
-    from harness.run.runner import RunOptions
-    from workloads.registry import build
+    from harness.records.rundir import RunDir
+    from harness.session import open_target, run
 
     runs: dict[str, Path] = {}
     chosen = [w for w in config.workloads if names is None or w.name in names]
     profile, model = launch or (config.profile, config.model)
-    with target_server(config.server, profile, model) as target:
-        backend = backend_for(target, config.backend)
+    target = TargetSpec.part_of(config, profile=profile, model=model)
+    settings = RunSettings.part_of(config)
+    with open_target(target) as opened:
         for spec in chosen:
-            make = build(spec.name, spec.options, target.reduced, target.model_dir)
-            options = RunOptions(base_url=target.base_url, warmup=config.warmup, show_progress=False)
-            meter = HostLoadMeter(target.base_url)
+            request = RunRequest(target=target, workload=spec, options=settings, results=config.runs_dir)
+            meter = HostLoadMeter(opened.base_url)
             meter.start()
-            run = run_workload(target, backend, make, options, config.runs_dir)
+            done = run(request, opened)
             load = meter.stop().to_dict()
-            run.update(host_load={**load, "tpot_client_server_gap": tpot_gap(Run.load(run.path).derived)},
-                       label=f"{run.manifest['label']} {role}")
-            runs[spec.name] = run.path
+            RunDir(done.path, done.manifest).update(
+                host_load={**load, "tpot_client_server_gap": tpot_gap(done.derived)},
+                label=f"{done.manifest['label']} {role}")
+            runs[spec.name] = done.path
     return runs
 
 

@@ -11,17 +11,16 @@ import time
 from typing import Any
 
 import httpx
-from pydantic import Field
 from tqdm import tqdm
 
-from harness.config import StrictModel
 from harness.engines.base import Backend, ServerUnreachable, StreamResult
 from harness.engines.sse import Session, run_streams
 from harness.engines.stream import Deadlines
 from harness.errors import SparkbenchError, describe_os_error
-from harness.power.sampler import DEFAULT_INTERVAL_S, power_sampling
+from harness.power.sampler import power_sampling
 from harness.records.requests import RecordWriter, RequestRecord, write_parquet
 from harness.records.rundir import RunDir
+from harness.run.options import RunSettings
 from harness.run.pool import Pool, StopRules, default_max_errors
 from harness.run.processes import ProcessPool
 from harness.run.signals import stop_signals
@@ -29,28 +28,12 @@ from harness.spec import Prompt
 from workloads import Workload
 
 
-class RunOptions(StrictModel):
-    """How a run drives the server (the manifest records warm-up, concurrency and timeout)."""
+class RunOptions(RunSettings):
+    """The shared run options (`harness.run.options`) with what the run builder resolves: the server's
+    URL and whether to flush its prefix cache before measuring."""
 
     base_url: str
-    warmup: int = Field(1, ge=0, description="Warm-up requests before measuring (not recorded).")
-    concurrency: int = Field(1, ge=1, description="Requests in flight at once (1 = batch 1, as published).")
-    processes: int = Field(1, ge=1, description="Client processes sharing the requests in flight, each with its "
-                           "own event loop (for high concurrency; at most --concurrency).")
-    request_timeout_s: float = Field(900.0, ge=1.0, description="Seconds a request may go without a new token.")
-    first_token_timeout_s: float | None = Field(None, gt=0.0, description="Seconds a request may wait for its "
-                                                "first token (default: no limit beyond the above).")
-    request_deadline_s: float | None = Field(None, gt=0.0, description="Seconds a whole request may take "
-                                             "(default: 600 + max new tokens / 2).")
-    max_errors: int | None = Field(None, ge=0, description="Failed requests tolerated before the run stops "
-                                   "(default: 10 + 5% of the requests).")
-    unreachable_grace_s: float = Field(120.0, ge=0.0, description="Seconds the server may be unreachable "
-                                       "before the run stops.")
-    show_progress: bool = True
     flush_prefix_cache: bool = False  # before measuring: for prompts whose prefill must be measured in full
-    power_interval_s: float = Field(DEFAULT_INTERVAL_S, ge=0.0,
-                                    description="Device power sampling during the measured requests; 0 = off.")
-    headers: dict[str, str] = Field(default_factory=dict, exclude=True)  # credentials: never in the manifest
 
     def deadlines(self, prompt: Prompt) -> Deadlines:
         return Deadlines.for_request(prompt.sampling.max_new_tokens, idle_s=self.request_timeout_s,

@@ -1,8 +1,8 @@
-"""Running cells through the ordinary run path (`harness.run.bench`), wherever they execute.
+"""Running cells through the ordinary run path (`harness.session`), wherever they execute.
 
 `run_configuration` attaches to (or launches) one configuration's server once and runs the given
-cells on it in order; each cell is one `run_workload` call whose run directory lands in the cell's
-own folder. A cell that already has an unfinished run there is continued (`--resume` of single
+cells on it in order; each cell is one `RunRequest` run by `harness.session.run`, whose run directory
+lands in the cell's own folder. A cell that already has an unfinished run there is continued (`--resume` of single
 runs), never started afresh. A failing cell becomes a `CellOutcome` and the next cell runs.
 The same function runs locally and inside a Ray task (`harness.sweep.on_ray`).
 """
@@ -34,15 +34,14 @@ def run_configuration(configuration: Configuration, cells: list[tuple[Cell, Path
 
     A server that cannot be reached or launched fails every cell given, each recorded.
     """
-    from harness.run.bench import backend_for, target_server
+    from harness.session import open_target
 
     remaining = list(cells)
     try:
-        with target_server(configuration.server, configuration.profile, configuration.model) as target:
-            backend = backend_for(target, configuration.backend)
+        with open_target(configuration) as target:
             while remaining:
                 cell, root = remaining.pop(0)
-                outcome = run_cell(target, backend, cell, root, settings)
+                outcome = run_cell(target, configuration, cell, root, settings)
                 report(outcome)
                 if outcome.status != COMPLETE and any(mark in (outcome.error or "") for mark in STOP_ASKED):
                     raise SweepStopped(f"cell {cell.cell_id}: {outcome.error}")
@@ -53,13 +52,11 @@ def run_configuration(configuration: Configuration, cells: list[tuple[Cell, Path
             report(CellOutcome(cell.cell_id, "failed", _run_dir(root), f"server {configuration.name}: {exc}"))
 
 
-def run_cell(target, backend, cell: Cell, root: Path, settings: SweepConfig) -> CellOutcome:
+def run_cell(target, configuration: Configuration, cell: Cell, root: Path, settings: SweepConfig) -> CellOutcome:
     """One cell: a new run in `root`, or the continuation of the unfinished run there (a complete
     run that the guard failed afterwards is measured again, as a new run beside it)."""
-    from harness.run.bench import run_workload
-    from harness.run.runner import RunOptions
-    from harness.secrets import api_key, auth_headers
-    from workloads.registry import plan
+    from harness import session
+    from harness.request import RunRequest, TargetSpec
 
     existing = _run_dir(root)
     manifest = load_manifest(Path(existing)) if existing else None
@@ -68,29 +65,13 @@ def run_cell(target, backend, cell: Cell, root: Path, settings: SweepConfig) -> 
     resume = Path(existing) if manifest is not None and seen_status(manifest) != COMPLETE else None
     print(f"sweep: cell {cell.cell_id}{' (resumed)' if resume else ''}", file=sys.stderr, flush=True)
     try:
-        config = _workload_config(cell, resume)
-        options = RunOptions(base_url=target.base_url, warmup=settings.warmup, concurrency=cell.concurrency,
-                             request_timeout_s=settings.request_timeout_s, show_progress=False,
-                             headers=auth_headers(api_key()))
-        chosen = plan(cell.workload.name, config, target.reduced, target.model_dir)
-        run = run_workload(target, backend, chosen, options, root, guard=settings.guard, resume=resume,
-                           label=cell.label)
+        request = RunRequest(target=TargetSpec.part_of(configuration), workload=cell.workload,
+                             options=settings.cell_settings(cell.concurrency), guard=settings.guard,
+                             label=cell.label, resume=resume, results=root)
+        run = session.run(request, target)
     except (SparkbenchError, OSError) as exc:
         return CellOutcome(cell.cell_id, _failed_status(root), _run_dir(root), str(exc).splitlines()[0])
     return CellOutcome(cell.cell_id, run.manifest["status"], str(run.path))
-
-
-def _workload_config(cell: Cell, existing: Path | None):
-    """The cell's workload config; a continued run keeps the options it began with (its salt too)."""
-    from harness.run.resume import resumed_options
-    from workloads.registry import config_of, entry
-
-    options = dict(cell.workload.options)
-    if existing is not None:
-        fields = entry(cell.workload.name).config.model_fields
-        defaults = {key: field.default for key, field in fields.items()}
-        options = resumed_options(existing, cell.workload.name, {**dict.fromkeys(fields), **options}, defaults)
-    return config_of(cell.workload.name, options)
 
 
 def _finished(manifest: dict) -> bool:

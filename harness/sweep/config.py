@@ -16,21 +16,20 @@ from pydantic import Field, field_validator, model_validator
 
 from harness.config import PathText, StrictModel, load_yaml_config, validated
 from harness.errors import SparkbenchError
-from harness.run.bench import checked_url
+from harness.request import TargetSpec
+from harness.run.options import RunSettings
+from harness.run.target import checked_url
 from workloads.registry import NamedWorkload
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a configuration's name is part of folder names
 DEFAULT_CONCURRENCY = [1, 2, 4, 8]
 
 
-class Configuration(StrictModel):
-    """One server setup of the matrix; `name` defaults to the profile's name, else the server's host:port."""
+class Configuration(TargetSpec):
+    """One server setup of the matrix (a `TargetSpec`); `name` defaults to the profile's name, else the
+    server's host:port."""
 
     name: str | None = None
-    server: str | None = None
-    profile: str | None = None
-    model: PathText | None = None
-    backend: str = "auto"
 
     @field_validator("server")
     @classmethod
@@ -68,8 +67,10 @@ class RayOptions(StrictModel):
     local_cpus: int | None = Field(None, ge=1)  # CPUs of the private cluster that `local` starts
 
 
-class SweepConfig(StrictModel):
-    """The whole matrix and how its cells run. Relative paths are relative to the working directory."""
+class SweepConfig(RunSettings):
+    """The whole matrix and how its cells run: the run options are `RunSettings` (processes,
+    deadlines, credentials, ...), the same model every run request is made of, except that
+    `concurrency` is the matrix's list of levels. Relative paths are relative to the working directory."""
 
     name: str = "sweep"
     results: PathText = Path("results/sweeps")
@@ -77,9 +78,8 @@ class SweepConfig(StrictModel):
     workloads: list[NamedWorkload] = Field(min_length=1)
     concurrency: list[int] = Field(default_factory=lambda: list(DEFAULT_CONCURRENCY), min_length=1)
     baseline: str | None = None  # configuration the speed-ups are against (default: the first)
-    warmup: int = Field(1, ge=0)
     guard: bool = True
-    request_timeout_s: float = Field(900.0, ge=1.0)
+    show_progress: bool = False
     ray: RayOptions = Field(default_factory=RayOptions)
 
     @field_validator("name")
@@ -95,6 +95,15 @@ class SweepConfig(StrictModel):
         if any(level < 1 for level in levels) or len(set(levels)) != len(levels):
             raise ValueError("concurrency levels must be distinct integers of at least 1")
         return sorted(levels)
+
+    @model_validator(mode="after")
+    def _a_request_per_process(self) -> SweepConfig:  # replaces RunSettings' rule: every level counts
+        self.check_processes(min(self.concurrency))
+        return self
+
+    def cell_settings(self, concurrency: int) -> RunSettings:
+        """The run options of a cell at `concurrency`."""
+        return RunSettings.part_of(self, concurrency=concurrency)
 
     @model_validator(mode="after")
     def _names_unique(self) -> SweepConfig:

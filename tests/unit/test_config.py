@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.errors import SparkbenchError
 from harness.nightly.config import load_config
-from harness.run.bench import Target, run_manifest
 from harness.run.runner import RunOptions
+from harness.run.target import Target
+from harness.session import run_manifest
 from workloads.gsm8k import GSM8KConfig
 from workloads.registry import build, config_of
 from workloads.synthetic import SyntheticConfig

@@ -43,7 +43,7 @@ class FixedLength:
 
 def run_against(url: str, client: str, tmp_path, count: int = 4, **options) -> RunDir:
     run = RunDir.create(tmp_path, f"run-{client}", {"workload": {"name": "synthetic"}})
-    settings = RunOptions(base_url=url, warmup=0, show_progress=False, power_interval_s=0.0,
+    settings = RunOptions(base_url=url, warmup=0, show_progress=False, power_sample_ms=0,
                           **{"request_timeout_s": 1.0, **options})
     execute(CLIENTS[client](), settings, FixedLength(count), run)
     return run

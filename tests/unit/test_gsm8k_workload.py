@@ -153,7 +153,7 @@ def test_shots_are_joined_and_the_test_question_comes_last(workload, prompts, da
 
 
 def test_shot_draw_is_pinned_for_the_default_seed(workload):
-    assert workload.shot_seed == 1234
+    assert workload.config.shot_seed == 1234
     assert workload.shot_ids == SEED_1234_SHOT_IDS
     assert draw_shot_ids(7473, 1234) == SEED_1234_SHOT_IDS
 

@@ -10,9 +10,11 @@ import pytest
 from harness.analysis.run import Run
 from harness.errors import SparkbenchError
 from harness.records.rundir import SCALE_LABEL
-from harness.run.bench import Target, run_workload
+from harness.request import RunSwitches
 from harness.run.label import checked_label, default_label
 from harness.run.runner import RunOptions
+from harness.run.target import Target
+from harness.session import run_planned
 from tests.unit.test_run import _plan
 from tests.unit.test_runner import ScriptedBackend
 
@@ -44,10 +46,11 @@ def test_a_given_label_wins_and_the_caption_adds_what_it_leaves_out():
 
 
 def test_a_new_run_stores_its_label_in_the_manifest(tmp_path):
-    options = RunOptions(base_url="http://x", warmup=0, concurrency=3, show_progress=False, power_interval_s=0.0)
-    named = run_workload(Target(base_url="http://x"), ScriptedBackend(), _plan(2), options, tmp_path / "a",
-                         label="mine")
-    derived = run_workload(Target(base_url="http://x"), ScriptedBackend(), _plan(2), options, tmp_path / "b")
+    options = RunOptions(base_url="http://x", warmup=0, concurrency=3, show_progress=False, power_sample_ms=0)
+    named = run_planned(Target(base_url="http://x"), ScriptedBackend(), _plan(2), options,
+                        RunSwitches(results=tmp_path / "a", label="mine"))
+    derived = run_planned(Target(base_url="http://x"), ScriptedBackend(), _plan(2), options,
+                          RunSwitches(results=tmp_path / "b"))
     assert json.loads((named.path / "manifest.json").read_text())["label"] == "mine"
     assert json.loads((derived.path / "manifest.json").read_text())["label"].endswith(" c=3")
 

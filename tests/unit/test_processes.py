@@ -36,7 +36,7 @@ def test_concurrency_is_shared_as_evenly_as_it_goes():
 
 def test_two_processes_record_every_request_on_the_parents_clock(tmp_path):
     run = RunDir.create(tmp_path, "run-processes", {"workload": {"name": "synthetic"}})
-    options = RunOptions(base_url="", warmup=0, show_progress=False, power_interval_s=0.0, concurrency=4,
+    options = RunOptions(base_url="", warmup=0, show_progress=False, power_sample_ms=0, concurrency=4,
                          processes=2)
     with serving(Script(api="sglang", step_s=0.002)) as url:
         before = time.perf_counter_ns()

@@ -12,8 +12,10 @@ import harness.analysis.run as run_module
 from harness.analysis.compare import compare_loaded
 from harness.analysis.run import Run
 from harness.records.rundir import SCALE_LABEL
-from harness.run.bench import Target, run_workload
+from harness.request import RunSwitches
 from harness.run.runner import RunAborted, RunOptions
+from harness.run.target import Target
+from harness.session import run_planned
 from tests.unit.test_report import SYNTHETIC, synthetic_records, write_run
 from tests.unit.test_runner import ListWorkload, ScriptedBackend
 from workloads import Plan
@@ -61,8 +63,8 @@ def _plan(count: int) -> Plan:
 
 
 def test_a_finished_run_leaves_its_summary_and_says_its_scale(tmp_path):
-    options = RunOptions(base_url="http://x", warmup=0, show_progress=False, power_interval_s=0.0)
-    run = run_workload(Target(base_url="http://x"), ScriptedBackend(), _plan(3), options, tmp_path)
+    options = RunOptions(base_url="http://x", warmup=0, show_progress=False, power_sample_ms=0)
+    run = run_planned(Target(base_url="http://x"), ScriptedBackend(), _plan(3), options, RunSwitches(results=tmp_path))
     summary = pd.read_csv(run.path / "summary.csv")
     assert summary.loc[summary["metric"] == "requests", "value"].item() == 3
     manifest = json.loads((run.path / "manifest.json").read_text())
@@ -70,10 +72,10 @@ def test_a_finished_run_leaves_its_summary_and_says_its_scale(tmp_path):
 
 
 def test_an_interrupted_run_still_leaves_its_summary(tmp_path):
-    options = RunOptions(base_url="http://x", warmup=0, show_progress=False, power_interval_s=0.0)
+    options = RunOptions(base_url="http://x", warmup=0, show_progress=False, power_sample_ms=0)
     backend = ScriptedBackend({"p2": KeyboardInterrupt()})  # Ctrl-C during the third request
     with pytest.raises(RunAborted):
-        run_workload(Target(base_url="http://x"), backend, _plan(4), options, tmp_path)
+        run_planned(Target(base_url="http://x"), backend, _plan(4), options, RunSwitches(results=tmp_path))
     [run_dir] = [p for p in tmp_path.iterdir() if p.is_dir()]
     summary = pd.read_csv(run_dir / "summary.csv")
     assert summary.loc[summary["metric"] == "requests", "value"].item() == 2

@@ -207,27 +207,26 @@ def test_cli_records_unreachable_servers_as_failed_cells_and_exits_1(tmp_path):
 
 
 def _fake_server(monkeypatch, outcomes: dict[str, CellOutcome] | None = None, refuse: str | None = None) -> list:
-    """target_server and backend_for replaced: the server 'starts' (or is refused with `refuse`);
+    """open_target replaced: the server 'starts' (or is refused with `refuse`);
     run_cell returns the given outcome per cell, complete otherwise. Returns the cells run."""
     from contextlib import contextmanager
 
-    import harness.run.bench as bench
+    import harness.session as session
     from harness.sweep import cells as cells_module
 
     ran = []
 
     @contextmanager
-    def target_server(server, profile, model):
+    def open_target(spec):
         if refuse:
             raise SparkbenchError(refuse)
         yield object()
 
-    def run_cell(target, backend, cell, root, settings):
+    def run_cell(target, configuration, cell, root, settings):
         ran.append(cell.cell_id)
         return (outcomes or {}).get(cell.cell_id, CellOutcome(cell.cell_id, "complete", None))
 
-    monkeypatch.setattr(bench, "target_server", target_server)
-    monkeypatch.setattr(bench, "backend_for", lambda target, name: None)
+    monkeypatch.setattr(session, "open_target", open_target)
     monkeypatch.setattr(cells_module, "run_cell", run_cell)
     return ran
 
@@ -283,20 +282,18 @@ def _cell_run_dir(root: Path, status: str, post_run_ok: bool = True) -> Path:
     ("complete", False, False, True),  # failed the guard afterwards: measured again, afresh
 ])
 def test_a_cell_continues_or_redoes_the_run_in_its_folder(tmp_path, monkeypatch, status, post_run_ok, resumed, sent):
-    import harness.run.bench as bench
-    import workloads.registry as registry
+    import harness.session as session
     from harness.sweep.cells import run_cell
 
     calls = []
-    monkeypatch.setattr(registry, "plan", lambda name, config, reduced, model_dir: config)
-    monkeypatch.setattr(bench, "run_workload", lambda target, backend, config, options, root, guard, resume, label:
-                        calls.append((config, resume, label)) or
-                        type("Done", (), {"manifest": {"status": "complete"}, "path": root / "new"})())
+    monkeypatch.setattr(session, "run", lambda request, target:
+                        calls.append((session.workload_config(request), request.resume, request.label)) or
+                        type("Done", (), {"manifest": {"status": "complete"}, "path": request.results / "new"})())
     sweep = SweepDir.create(_config(tmp_path))
     cell = sweep.unfinished()[1]
     existing = _cell_run_dir(sweep.cell_root(cell), status, post_run_ok)
     target = type("Target", (), {"base_url": "http://h:1", "reduced": False, "model_dir": None})()
-    outcome = run_cell(target, None, cell, sweep.cell_root(cell), sweep.config)
+    outcome = run_cell(target, sweep.config.configurations[0], cell, sweep.cell_root(cell), sweep.config)
     assert outcome.status == "complete" and bool(calls) == sent
     if sent:
         config, resume, label = calls[0]

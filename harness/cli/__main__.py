@@ -1,0 +1,3 @@
+from harness.cli.app import main
+
+main()

@@ -1,0 +1,32 @@
+"""`sparkbench agree`: top-k agreement between two servers, its options from `AgreeOptions`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.agree.run import AgreeOptions
+from harness.cli.app import app
+from harness.cli.binding import Group, bind, given
+from harness.config import validated
+
+
+@app.command("agree")
+@bind(options=Group(AgreeOptions))
+def agree(
+    options: dict,
+    reference: Annotated[str, typer.Option(help="Base URL of the reference server (e.g. the BF16 head).")],
+    candidate: Annotated[str, typer.Option(help="Base URL of the candidate server (e.g. the FP8 head).")],
+    results: Annotated[Path, typer.Option(help="Folder that receives <run_id>/ (kept apart from benchmark "
+                                               "runs, which compare and report read).")] = Path("results/agree"),
+) -> None:
+    """Top-k agreement: both servers score the same teacher-forced token sequences, position by position."""
+    from harness.agree.report import headline, write_report
+    from harness.agree.run import run_agreement
+
+    chosen = validated(AgreeOptions, given(options), "agree")
+    run = run_agreement({"reference": reference, "candidate": candidate}, chosen, results)
+    html, _ = write_report(run.path)
+    print(f"{headline(run.path)}\nrun: {run.path}\nreport: {html}")

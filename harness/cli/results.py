@@ -1,0 +1,98 @@
+"""`sparkbench summarize`, `compare` and `report`: commands that read recorded runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from harness.cli.app import app
+from harness.errors import SparkbenchError
+
+ResultsOpt = Annotated[Path, typer.Option(help="Folder that receives results/<run_id>/.")]
+ModelConfigOpt = Annotated[Optional[Path], typer.Option(
+    help="The served model's config.json for the decode roofline (default: from the run's model folder).")]
+PeakOpt = Annotated[Optional[float], typer.Option(
+    min=0.0, help="Peak memory bandwidth of the device, GB/s (default: the known device NVML named).")]
+
+
+@app.command("summarize")
+def summarize(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory under results/.")],
+    model_config: ModelConfigOpt = None,
+    peak_gbps: PeakOpt = None,
+) -> None:
+    """Print the run's summary table (metric, stat, value, unit) and its decode roofline."""
+    from harness.analysis.roofline import RooflineInputs
+    from harness.analysis.run import Run
+    from harness.analysis.tables import format_run_summary
+
+    run = Run.load(run_dir, RooflineInputs(model_config, peak_gbps))
+    run.write_tables()  # tables of a run recorded before they were written at its end
+    print(format_run_summary(run, full=True))
+
+
+RunsArg = Annotated[Optional[list[Path]], typer.Argument(help="Run directories (default: the latest under --results).")]
+LatestOpt = Annotated[int, typer.Option(min=1, help="How many of the latest runs to take when none are named.")]
+
+
+def _runs_or_latest(runs: list[Path] | None, results: Path, latest: int) -> list[Path]:
+    from harness.report.report import find_run_dirs
+
+    chosen = list(runs or find_run_dirs(results)[-latest:])
+    if not chosen:
+        raise SparkbenchError(f"no run directories given and none under {results}")
+    return chosen
+
+
+@app.command("compare")
+def compare(
+    runs: RunsArg = None,
+    baseline: Annotated[Optional[str], typer.Option(help="Baseline run directory or run_id (default: the first run).")] = None,
+    reference: Annotated[bool, typer.Option(help="Also set the runs beside the published DGX Spark numbers.")] = False,
+    results: ResultsOpt = Path("results"),
+    latest: LatestOpt = 2,
+) -> None:
+    """Headline metrics per run with changes against the baseline and 95% intervals (McNemar for GSM8K);
+    runs of different workloads or shapes are compared only within their own group."""
+    from harness.analysis.compare import baseline_run_id
+    from harness.analysis.reference import format_reference_table, reference_table
+    from harness.analysis.run import Run
+    from harness.analysis.shapes import compare_by_shape, format_groups
+
+    loaded = [Run.load(d) for d in _runs_or_latest(runs, results, latest)]
+    print(format_groups(compare_by_shape(loaded, baseline_run_id(baseline))))
+    if reference:
+        print()
+        print(format_reference_table(reference_table([run.summary for run in loaded])))
+
+
+@app.command("report")
+def report(
+    runs: RunsArg = None,
+    out: Annotated[Path, typer.Option(help="Folder for report.html, report.md and plots/.")] = Path("results/report"),
+    baseline: Annotated[Optional[str], typer.Option(help="Baseline run directory or run_id (default: the first run).")] = None,
+    results: ResultsOpt = Path("results"),
+    latest: LatestOpt = 2,
+    model_config: ModelConfigOpt = None,
+    peak_gbps: PeakOpt = None,
+) -> None:
+    """One self-contained HTML report (and Markdown) with the tables and plots of the runs; a sweep
+    folder's report (its curves, speed-ups and saturation) is rewritten inside the folder."""
+    from harness.agree.report import is_agreement_run, write_report
+    from harness.analysis.roofline import RooflineInputs
+    from harness.report.report import build_report
+    from harness.sweep.outputs import is_sweep, sweep_report
+
+    chosen = _runs_or_latest(runs, results, latest)
+    sweeps = [d for d in chosen if is_sweep(d)]
+    if sweeps and len(sweeps) < len(chosen):
+        raise SparkbenchError("a sweep folder has its own report, written inside it: give sweeps without runs")
+    agreement = [d for d in chosen if not sweeps and is_agreement_run(d)]
+    if agreement and len(agreement) < len(chosen):
+        raise SparkbenchError("agreement runs (sparkbench agree) have their own report: give them without benchmark runs")
+    reports = [write_report(d, out / d.name) for d in agreement] or [sweep_report(d) for d in sweeps] or [
+        build_report(chosen, out, baseline=baseline, inputs=RooflineInputs(model_config, peak_gbps))]
+    for html, md in reports:
+        print(f"report: {html}\nmarkdown: {md}")

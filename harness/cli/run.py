@@ -1,0 +1,63 @@
+"""`sparkbench run NAME` for every registered workload, and `sparkbench check`: each builds a
+`RunRequest` from its options and hands it to `harness.session`.
+
+The shared options come from the models once (`TargetSpec`, `RunSettings`, `RunSwitches`); each
+workload's own options come from its config model. A workload registered in `workloads.registry`
+gets its command here without a line of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from harness.cli.app import app, run_app
+from harness.cli.binding import Group, bind, given
+from harness.config import validated
+from harness.request import RunRequest, RunSwitches, TargetSpec
+from harness.run.options import RunSettings
+from workloads.registry import WORKLOADS, WorkloadEntry
+
+SHARED = {"target": Group(TargetSpec), "options": Group(RunSettings), "switches": Group(RunSwitches)}
+
+
+def request_of(workload: str, options: dict[str, Any], target: dict[str, Any], run_options: dict[str, Any],
+               switches: dict[str, Any]) -> RunRequest:
+    """The request the options state; bad input is one line per problem, before any server starts."""
+    data = {**switches, "target": target, "options": given(run_options),
+            "workload": {"name": workload, "options": given(options)}}
+    return validated(RunRequest, data, "run")
+
+
+def add_run_command(commands: typer.Typer, name: str, registered: WorkloadEntry) -> None:
+    """`sparkbench run NAME`: the workload's own options (its config's fields) and the shared ones."""
+
+    @bind(workload=Group(registered.config), **SHARED)
+    def command(workload: dict, target: dict, options: dict, switches: dict) -> None:
+        from harness.analysis.tables import format_run_summary
+        from harness.session import run
+
+        print(format_run_summary(run(request_of(name, workload, target, options, switches))))
+
+    command.__doc__ = registered.description
+    commands.command(name)(command)
+
+
+for _name, _entry in WORKLOADS.items():
+    add_run_command(run_app, _name, _entry)
+
+
+@app.command("check")
+@bind(target=Group(TargetSpec, skip=frozenset({"served_model"})),
+      options=Group(RunSettings, skip=frozenset(RunSettings.model_fields) - {"api_key"}),
+      switches=Group(RunSwitches, skip=frozenset(RunSwitches.model_fields) - {"allow_buffered"}))
+def check(target: dict, options: dict, switches: dict) -> None:
+    """Run the configuration guard alone against a running server; exit 0 only if every check passes."""
+    from harness.errors import SparkbenchError
+    from harness.session import check as guard_only
+
+    if not target.get("profile") or not target.get("server"):
+        raise SparkbenchError("check: give --profile (what the server must run) and --server (where it runs)")
+    request = validated(RunRequest, {**switches, "target": target, "options": given(options)}, "check")
+    print("\n".join(guard_only(request).format_lines()))

@@ -1,0 +1,62 @@
+"""The run options every entry point shares: one model, read by the command line, the nightly
+config, the sweep config and the runner alike.
+
+A new option is one field here (its description is the `--help` text, its bounds are checked on the
+command line and in every config file); `harness.cli.binding` turns each field into a flag
+(`--` + the name with `-` for `_`, a trailing `_s` dropped; `json_schema_extra={"flag": ...}`
+overrides it), and the runner reads it from `RunOptions`.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, model_validator
+
+from harness.config import StrictModel
+from harness.secrets import auth_headers
+
+
+class RunSettings(StrictModel):
+    """How a run drives the server (the manifest records all but the credentials and the display)."""
+
+    warmup: int = Field(1, ge=0, description="Warm-up requests before measuring (not recorded).")
+    concurrency: int = Field(1, ge=1, description="Requests in flight at once (1 = batch 1, as published).")
+    processes: int = Field(1, ge=1, description="Client processes sharing the requests in flight, each with its "
+                           "own event loop (for high concurrency; at most --concurrency).")
+    request_timeout_s: float = Field(900.0, ge=1.0, description="Seconds a request may go without a new token.")
+    first_token_timeout_s: float | None = Field(None, gt=0.0, description="Seconds a request may wait for its "
+                                                "first token (default: no limit beyond the above).")
+    request_deadline_s: float | None = Field(None, gt=0.0, description="Seconds a whole request may take "
+                                             "(default: 600 + max new tokens / 2).")
+    max_errors: int | None = Field(None, ge=0, description="Failed requests tolerated before the run stops "
+                                   "(default: 10 + 5% of the requests).")
+    unreachable_grace_s: float = Field(120.0, ge=0.0, description="Seconds the server may be unreachable "
+                                       "before the run stops.")
+    power_sample_ms: int = Field(100, ge=0, description="Sample device power (NVML GPUs, RAPL CPU packages) "
+                                 "every N ms during the measured requests; 0 = off.")
+    show_progress: bool = Field(True, description="Show the progress bar.", json_schema_extra={"flag": "--progress"})
+    api_key: SecretStr | None = Field(None, strict=False, exclude=True, repr=False, description=(
+        "Key sent as `Authorization: Bearer` (default: $SPARKBENCH_API_KEY, then $OPENAI_API_KEY); "
+        "never written to the run."))
+
+    @model_validator(mode="after")
+    def _a_request_per_process(self) -> RunSettings:
+        self.check_processes(self.concurrency)
+        return self
+
+    def check_processes(self, concurrency: int) -> None:
+        if self.processes > concurrency:
+            raise ValueError(f"--processes {self.processes} is more than --concurrency {concurrency}: "
+                             "each client process needs a request in flight")
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The credentials as request headers (never part of a dump of the model)."""
+        return auth_headers(self.api_key.get_secret_value() if self.api_key else None)
+
+    @property
+    def power_interval_s(self) -> float:
+        return self.power_sample_ms / 1000
+
+
+# The manifest's `options`: all but the display, the credentials and power (the manifest's `power` entry).
+RECORDED = frozenset(RunSettings.model_fields) - {"show_progress", "api_key", "power_sample_ms"}

@@ -1,0 +1,177 @@
+"""The one place that builds a run: `run(request) -> Run`, and `check(request)` for the guard alone.
+
+Every entry point (the command line, the nightly job, sweep cells, `sparkbench check`) states what
+it wants as a `RunRequest` (`harness.request`) and calls here. `run` validates the workload first
+(a bad option fails before any server starts; a resumed run keeps the options it began with), then
+attaches to or launches the server (or uses a `Target` the caller holds open for several runs),
+snapshots and guards it, builds the workload, records every request (`harness.run.runner`), and
+ends with the post-run checks. The machinery it joins lives in `harness/run/`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from contextlib import ExitStack
+from typing import Any
+
+import pandas as pd
+
+from harness.analysis.run import Run
+from harness.engines.base import Backend
+from harness.engines.prometheus import accept_length_from_counters, counter_delta
+from harness.errors import SparkbenchError
+from harness.guard.preflight import GuardReport, prefix_cache_report, startup_guard
+from harness.records.rundir import RunDir, new_run_id
+from harness.request import RunRequest, RunSwitches, TargetSpec
+from harness.run.label import default_label
+from harness.run.options import RECORDED
+from harness.run.resume import check_same_spec, done_prompts, resumed_options
+from harness.run.runner import RunAborted, RunOptions, execute, snapshot_server
+from harness.run.target import Target, backend_for, target_server
+from harness.secrets import api_key
+from workloads import Plan, WorkloadConfig
+from workloads.registry import config_of, entry, plan
+
+
+def open_target(spec: TargetSpec):
+    """The server `spec` names, attached or launched (and always stopped): a context manager whose
+    `Target` several `run` calls may share."""
+    return target_server(spec.server, spec.profile, spec.model)
+
+
+def run(request: RunRequest, target: Target | None = None) -> Run:
+    """Build and run `request` on `target` (default: the server the request names, for this run)."""
+    config = workload_config(request)  # a bad option fails before any server starts
+    with ExitStack() as stack:
+        target = target or stack.enter_context(open_target(request.target))
+        backend = backend_for(target, request.target.backend, chat=config.wants_chat(),
+                              model=request.target.served_model)
+        chosen = plan(request.workload.name, config, target.reduced, target.model_dir)
+        return run_planned(target, backend, chosen, run_options(request, target.base_url), request)
+
+
+def check(request: RunRequest) -> GuardReport:
+    """The configuration guard alone against the request's server (no run is recorded)."""
+    options = run_options(request, "")
+    with open_target(request.target) as target:
+        client = backend_for(target, request.target.backend, model=request.target.served_model)
+        snapshot = snapshot_server(client, target.base_url, options.headers)
+        return startup_guard(target.profile, client, target.base_url, snapshot, request.target.model,
+                             options.headers, allow_buffered=request.allow_buffered)
+
+
+def workload_config(request: RunRequest) -> WorkloadConfig:
+    """The request's workload config; a resumed run keeps the options it began with (its salt too)."""
+    if request.workload is None:
+        raise SparkbenchError("a run needs a workload")
+    name, options = request.workload.name, dict(request.workload.options)
+    if request.resume is not None:
+        fields = entry(name).config.model_fields
+        defaults = {key: field.default for key, field in fields.items()}
+        options = resumed_options(request.resume, name, {**dict.fromkeys(fields), **options}, defaults)
+    return config_of(name, options)
+
+
+def run_options(request: RunRequest, base_url: str) -> RunOptions:
+    """The runner's options: the request's, at `base_url`, with the API key from the environment
+    when the request gives none (`harness.secrets.api_key`)."""
+    given = request.options.api_key.get_secret_value() if request.options.api_key else None
+    return RunOptions(base_url=base_url, **{**dict(request.options), "api_key": api_key(given)})
+
+
+def run_planned(target: Target, backend: Backend, plan: Plan, options: RunOptions, switches: RunSwitches) -> Run:
+    """Snapshot the server, guard it, build the workload, record every request, then check.
+
+    A workload whose prefill must be measured in full (synthetic) gets the server's prefix cache
+    flushed after warm-up, unless `keep_prefix_cache`: a long-lived server has seen other prompts,
+    and one that began with the same token would serve that token from its cache. With `resume`,
+    the run at that path is continued (`harness.run.resume`) instead of a new one created.
+    `allow_buffered` measures even when the guard's canary does not stream its decode; the
+    manifest records it. `label` names the run (default: `harness.run.label.default_label`); a
+    resumed run keeps the label it was given.
+    """
+    snapshot = snapshot_server(backend, target.base_url, options.headers)
+    guard_record = _startup_guard(target, backend, snapshot, switches.guard, options.headers, switches.allow_buffered)
+    workload = plan.make(snapshot)
+    spec = workload.spec()
+    manifest = run_manifest(target, backend, snapshot, spec, plan, options) | {"guard": guard_record}
+    manifest["allow_buffered"] = switches.allow_buffered
+    manifest["label"] = switches.label or default_label(manifest)
+    uncached = bool(spec.get("requires_uncached_prompts")) and not switches.keep_prefix_cache
+    options = options.model_copy(update={"flush_prefix_cache": uncached})
+    if switches.resume is None:
+        run_dir, done = RunDir.create(switches.results, new_run_id(workload.name), manifest), frozenset()
+    else:
+        check_same_spec(switches.resume, spec)
+        run_dir, done = RunDir.reopen(switches.resume), done_prompts(switches.resume)
+    try:
+        execute(backend, options, workload, run_dir, done)
+    finally:
+        finished = Run(run_dir.path, run_dir.manifest)  # shares the manifest that _after_run completes
+        _after_run(run_dir, target, finished.requests)
+        finished.write_tables()  # whatever stopped the run
+    _post_run_guard(run_dir, finished.requests, guard=switches.guard and target.profile is not None)
+    return finished
+
+
+def _startup_guard(target: Target, backend: Backend, snapshot: dict[str, Any], guard: bool,
+                   headers: dict[str, str], allow_buffered: bool) -> dict | None:
+    """The guard's record for the manifest: None without a profile; raises GuardFailed on a mismatch."""
+    if target.profile is None:
+        return None
+    if not guard:
+        return {"skipped": "--no-guard"}
+    return startup_guard(target.profile, backend, target.base_url, snapshot, target.model_dir, headers,
+                         allow_buffered=allow_buffered).to_dict()
+
+
+def run_manifest(target: Target, backend: Backend, snapshot: dict[str, Any], spec: dict[str, Any], plan: Plan,
+                 options: RunOptions) -> dict[str, Any]:
+    """What the run directory records before the first request: workload (spec and resolved config),
+    server, engine and API, scale, profile and run options."""
+    return {
+        "workload": spec, "workload_config": plan.config.model_dump(mode="json"), "sampling": spec.get("sampling"),
+        "server_url": target.base_url, "engine": backend.engine, "api": backend.name, "scale": target.scale,
+        "reduced_scale": target.reduced, "server": snapshot, "profile": target.profile.to_dict() if target.profile else None,
+        "launched_server": None if target.embedded is None else {
+            "profile": target.embedded.profile, "model_dir": str(target.embedded.model_dir)},
+        "options": options.model_dump(mode="json", include=set(RECORDED)),
+        "credentials": {"api_key": bool(options.headers)},  # whether one was sent, never the key
+    }
+
+
+def _after_run(run: RunDir, target: Target, frame: pd.DataFrame) -> None:
+    """Facts only known once requests are on disk (`frame`): stream mode, prefix-cache hits,
+    counters, server log."""
+    modes = sorted(set(frame["stream_mode"]) - {"unknown"}) or ["unknown"]
+    cached = frame["cached_tokens"].fillna(0)
+    hits = int((cached > 0).sum())
+    run.update(stream_mode=modes[0] if len(modes) == 1 else "mixed", prefix_cache_hits=hits,
+               server_counters=_counter_summary(run.manifest.get("server_counters") or {}))
+    if hits and run.manifest["workload"].get("requires_uncached_prompts"):
+        print(f"WARNING: the prefix cache served {int(cached.sum())} prompt tokens across {hits} of "
+              f"{len(frame)} requests: prefill was not measured in full (see cached_tokens)",
+              file=sys.stderr, flush=True)
+    if target.embedded and target.embedded.log_path.exists():
+        shutil.copy(target.embedded.log_path, run.path / "server.log")
+
+
+def _counter_summary(counters: dict[str, Any]) -> dict[str, Any]:
+    """Counter readings before and after the measured requests, their delta and accept length."""
+    before, after = counters.get("before"), counters.get("after")
+    if not before or not after:
+        return counters
+    delta = counter_delta(before, after)
+    return {**counters, "delta": delta, "accept_length": accept_length_from_counters(delta)}
+
+
+def _post_run_guard(run: RunDir, requests: pd.DataFrame, guard: bool) -> None:
+    """With a profile, a synthetic run whose prompts hit the prefix cache fails after the fact."""
+    if not guard or not run.manifest["workload"].get("requires_uncached_prompts"):
+        return
+    cached = [None if pd.isna(value) else int(value) for value in requests["cached_tokens"]]
+    report = prefix_cache_report(cached)
+    run.update(guard={**(run.manifest.get("guard") or {}), "post_run": report.to_dict()})
+    if not report.ok:
+        raise RunAborted(f"run {run.path.name} fails the guard: {report.failures[0].message}")
