@@ -40,7 +40,9 @@ class Prompt:
     """One request of a workload: token ids or text, plus workload facts kept with its record.
 
     `item` holds what later stages need to interpret the answer (a GSM8K gold answer, say);
-    it travels into the request's record untouched.
+    it travels into the request's record untouched. A prompt that opens a conversation carries
+    its later user turns in `followups` and, for text endpoints, the model's chat `template`
+    (`harness.chat` builds each next turn from the previous answer).
     """
 
     prompt_id: str
@@ -48,6 +50,8 @@ class Prompt:
     input_ids: tuple[int, ...] | None = None
     text: str | None = None
     item: dict[str, Any] = field(default_factory=dict)
+    followups: tuple[str, ...] = ()
+    template: dict[str, str] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if (self.input_ids is None) == (self.text is None):

@@ -21,6 +21,7 @@ from harness.errors import SparkbenchError
 from workloads import Plan, Scorer, Workload, WorkloadConfig
 from workloads.gsm8k import GSM8KConfig
 from workloads.gsm8k_scoring import GSM8K_SCORER
+from workloads.specbench import SpecBenchConfig, make_specbench
 from workloads.synthetic import SyntheticConfig
 
 Factory = Callable[[dict[str, Any]], Workload]
@@ -54,6 +55,8 @@ WORKLOADS = {
                                "Synthetic decode: random-token prompts, fixed output length, greedy, ignore_eos."),
     "gsm8k": WorkloadEntry(GSM8KConfig, _gsm8k, "GSM8K: five-shot chain-of-thought, published sampling; accuracy "
                            "and speed from the same requests.", scorer=GSM8K_SCORER),
+    "specbench": WorkloadEntry(SpecBenchConfig, make_specbench, "Spec-Bench: six tasks (MT-bench two-turn "
+                               "conversations, translation, summarization, QA, math reasoning, RAG), greedy."),
 }
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.acceptance import RunHistogram, position_rows, run_histogram
 from harness.analysis.roofline import RooflineInputs, roofline_values, run_roofline
 from harness.metrics import SUMMARY_COLUMNS, derive_requests
 from harness.metrics.catalogue import CATALOGUE
@@ -142,6 +143,11 @@ class Run:
         return summarize_derived(self.derived, self.run_id, self.workload)
 
     @cached_property
+    def histogram(self) -> RunHistogram:
+        """Verify steps by accepted drafts (harness.analysis.acceptance), and where they came from."""
+        return run_histogram(self.measured, self.manifest)
+
+    @cached_property
     def roofline(self) -> tuple[Roofline | None, str]:
         """The decode roofline (harness.analysis.roofline) at the run's mean decode context,
         `mean(prompt_tokens + completion_tokens / 2)` tokens, or None and why not."""
@@ -151,9 +157,10 @@ class Run:
 
     @cached_property
     def summary(self) -> pd.DataFrame:
-        """The long summary (SUMMARY_COLUMNS): `speed`, then the server's counters, energy, the
-        scorer's accuracy rows and the decode roofline."""
-        parts = [counter_rows(self.manifest), energy_rows(self.path, self.manifest, self.requests)]
+        """The long summary (SUMMARY_COLUMNS): `speed`, then the server's counters, acceptance per
+        draft position, energy, the scorer's accuracy rows and the decode roofline."""
+        parts = [counter_rows(self.manifest), position_rows(self.histogram),
+                 energy_rows(self.path, self.manifest, self.requests)]
         if self.scores is not None:
             parts.append(self.scorer.summary(self.scores))
         parts.append(roofline_rows(self.roofline[0]))

@@ -49,3 +49,14 @@ def speculation_columns(accept_length: float, rounds: float, accepted: float, pr
     rate = accepted / proposed if proposed > 0 else reported_rate
     return {"accept_length": accept_length, "verify_rounds": rounds, "accepted_draft_tokens": accepted,
             "proposed_draft_tokens": proposed, "accept_rate": rate}
+
+
+def count_list(value: Any) -> list[int] | None:
+    """A JSON list of non-negative whole counts as ints; None for anything else (absent, text, a
+    negative or fractional entry): a malformed histogram is not read as a short one."""
+    if not isinstance(value, list) or not value:
+        return None
+    counts = [number(entry) for entry in value]
+    if not all(c >= 0 and c == int(c) for c in counts):  # NaN fails both comparisons
+        return None
+    return [int(c) for c in counts]

@@ -23,6 +23,11 @@ SPEC_COUNTERS = {
     "accepted_tokens": "spec_decode_num_accepted_tokens_total",
 }
 
+# vLLM's per-position counter (label `position`, 0 = the first draft token): how many times the
+# draft token at that position was accepted. Read as `accepted_tokens_pos_<k>`.
+PER_POSITION_COUNTER = "spec_decode_num_accepted_tokens_per_pos_total"
+POSITION_KEY = "accepted_tokens_pos_"
+
 # `name{labels} value [timestamp]`; names may hold colons (vLLM's `vllm:` prefix).
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?$")
 # One `key="value"` pair; the value may hold escaped quotes, commas and braces.
@@ -72,11 +77,24 @@ def metric_total(samples: dict[Sample, float], name: str) -> float:
     return sum(value for (sample_name, _), value in samples.items() if sample_name == name)
 
 
+def per_position_totals(samples: dict[Sample, float], name: str) -> dict[str, float]:
+    """`accepted_tokens_pos_<k>` totals of a per-position counter, summed over its other labels."""
+    totals: dict[str, float] = {}
+    for (sample_name, labels), value in samples.items():
+        position = dict(labels).get("position", "")
+        if sample_name == name and position.isdigit():
+            key = f"{POSITION_KEY}{int(position)}"
+            totals[key] = totals.get(key, 0.0) + value
+    return dict(sorted(totals.items(), key=lambda item: int(item[0].removeprefix(POSITION_KEY))))
+
+
 def spec_decode_counters(text: str, prefix: str = "vllm:") -> dict[str, float]:
-    """Speculative totals since server start (drafts, draft_tokens, accepted_tokens) of the engine
-    whose metric names start with `prefix`."""
+    """Speculative totals since server start (drafts, draft_tokens, accepted_tokens, and
+    `accepted_tokens_pos_<k>` where the engine counts acceptance per position) of the engine whose
+    metric names start with `prefix`."""
     samples = parse_metrics(text)
-    return {short: metric_total(samples, prefix + name) for short, name in SPEC_COUNTERS.items()}
+    totals = {short: metric_total(samples, prefix + name) for short, name in SPEC_COUNTERS.items()}
+    return totals | per_position_totals(samples, prefix + PER_POSITION_COUNTER)
 
 
 def counter_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:

@@ -58,6 +58,11 @@ class Engine:
         """The SPEC_COLUMNS of one request (`harness.engines.meta`); NaN without speculation."""
         return dict(NO_SPECULATION)
 
+    def draft_histogram(self, meta: dict[str, Any]) -> list[int] | None:
+        """One request's verify steps by accepted drafts: entry k counts the steps that accepted
+        exactly k draft tokens. None where the engine exports no such count per request."""
+        return None
+
     def engine_steps(self, meta: dict[str, Any]) -> float:
         """Engine steps the server reports for one request; NaN where it reports none."""
         return math.nan

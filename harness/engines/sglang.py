@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult, answers_json
-from harness.engines.meta import NO_SPECULATION, first_number, number, speculation_columns
+from harness.engines.meta import NO_SPECULATION, count_list, first_number, number, speculation_columns
 from harness.engines.registry import Engine, register, register_api
 from harness.engines.scoring import CannotScore, ScoredTokens, post_json, read_answer
 from harness.engines.sglang_stream import ChunkReader
@@ -164,6 +164,22 @@ def sglang_speculation(meta: dict[str, Any], completion_tokens: float) -> dict[s
     )
 
 
+def sglang_draft_histogram(meta: dict[str, Any]) -> list[int] | None:
+    """`spec_correct_drafts_histogram` (0.5.23): entry k counts the verify rounds with exactly k
+    correct drafts. SGLang grows the list only up to the largest count seen (a draft never accepted
+    gives `[rounds]`), so it is padded with zeros to drafts-per-round + 1 entries, drafts per round
+    being `spec_num_proposed_drafts / spec_verify_ct` when that is whole (a chain of drafts; a tree
+    proposes more drafts than its depth, and its deeper positions then read "never reached")."""
+    counts = count_list(meta.get("spec_correct_drafts_histogram"))
+    if counts is None:
+        return None
+    rounds = number(meta.get("spec_verify_ct"))
+    per_round = first_number(meta, "spec_num_proposed_drafts", "spec_proposed_drafts") / rounds if rounds > 0 else math.nan
+    if math.isfinite(per_round) and per_round == int(per_round):  # unknown or fractional: as sent
+        counts += [0] * (int(per_round) + 1 - len(counts))
+    return counts
+
+
 @register
 class SGLangEngine(Engine):
     """SGLang: native `/generate`, per-request facts in `meta_info`, resolved arguments in `/server_info`."""
@@ -182,6 +198,9 @@ class SGLangEngine(Engine):
 
     def speculation(self, meta: dict[str, Any], completion_tokens: float) -> dict[str, float]:
         return sglang_speculation(meta, completion_tokens)
+
+    def draft_histogram(self, meta: dict[str, Any]) -> list[int] | None:
+        return sglang_draft_histogram(meta)
 
     def engine_steps(self, meta: dict[str, Any]) -> float:
         """With speculation: one prefill step plus `spec_verify_ct` verify rounds (every decode step

@@ -26,6 +26,8 @@ ENERGY = "energy"  # one value from the power samples recorded beside the reques
 ACCURACY = "accuracy"  # a scored workload's proportion: mean, 95% interval and n
 ROOFLINE = "roofline"  # one value from the model's config, the served dtypes and the measured step
 PAIR = "pair"  # one value of a speculative run against its non-speculative baseline, in compare
+POSITION = "position"  # from the run's histogram of verify steps by accepted drafts (one stat per position)
+CATEGORY = "category"  # per category of the prompts (harness.analysis.categories), beside a baseline
 
 
 @dataclass(frozen=True)
@@ -147,9 +149,27 @@ PAIR_DIRECTION = {"plain_step_ms": LOWER, "verify_round_ms": LOWER, "verify_cost
 PAIR_VALUES = tuple(Metric(name, unit, PAIR, PAIR_DIRECTION[name], f"verification cost: {name.replace('_', ' ')}")
                     for name, unit in VERIFY_COST_UNITS.items())
 
+POSITION_VALUES = (
+    Metric("accept_length_histogram", "tokens/step", POSITION, HIGHER,
+           "tokens per verify step from the histogram of accepted drafts"),
+    Metric("verify_steps_histogram", "count", POSITION, NEITHER, "verify steps the histogram counts"),
+    Metric("acceptance_at_position", "fraction", POSITION, HIGHER,
+           "chance the k-th draft is accepted given the earlier ones were (stat position_k)"),
+    Metric("tokens_per_step_share", "fraction", POSITION, NEITHER,
+           "share of verify steps that produced j tokens (stat tokens_j)"),
+)
+
+CATEGORY_VALUES = (
+    Metric("request_tok_s", "tok/s", CATEGORY, HIGHER, "per-request tokens over its whole request time"),
+    Metric("speedup_mean_of_requests", "ratio", CATEGORY, HIGHER,
+           "mean request tok/s over the baseline's, same questions (Spec-Bench)"),
+    Metric("speedup_aggregate", "ratio", CATEGORY, HIGHER, "total tok/s over the baseline's, same questions"),
+)
+
 CATALOGUE: dict[str, Metric] = {m.name: m for m in (*DISTRIBUTIONS, *RUN_VALUES, *CORRECTNESS_VALUES,
                                                      *COUNTER_VALUES, *ENERGY_VALUES, *ROOFLINE_VALUES,
-                                                     *ACCURACY_VALUES, *PAIR_VALUES)}
+                                                     *ACCURACY_VALUES, *PAIR_VALUES, *POSITION_VALUES,
+                                                     *CATEGORY_VALUES)}
 
 
 def units(kind: str) -> dict[str, str]:

@@ -7,6 +7,8 @@ flight then still end, ok or failed, and are recorded; nothing is cancelled half
 
 A connection that is refused before the request was sent is not a failed request (the server
 never saw it): the prompt goes back in the queue and the pool waits for the server to return.
+A prompt that opens a conversation is followed, on the same worker, by each next turn built from
+the answer just recorded.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from harness.chat import next_turn
 from harness.engines.base import ConnectFailed, RequestFailed, StreamResult
 from harness.spec import Prompt
 
@@ -58,6 +61,7 @@ class Pool:
     record: Record
     rules: StopRules
     concurrency: int = 1
+    turn_stride: int = 0  # seq distance between the turns of a conversation (the run's prompt count)
     stop_reason: str | None = None
     errors: Counter = field(default_factory=Counter)
     _unreachable_since: float | None = None
@@ -76,18 +80,28 @@ class Pool:
     async def _worker(self, queue: asyncio.Queue[tuple[int, Prompt]]) -> None:
         while self.stop_reason is None and not queue.empty():
             seq, prompt = queue.get_nowait()
+            await self._conversation(queue, seq, prompt)
+
+    async def _conversation(self, queue: asyncio.Queue[tuple[int, Prompt]], seq: int, prompt: Prompt | None) -> None:
+        """Send `prompt` and, while each turn succeeds, the turns of its conversation that follow
+        (`harness.chat.next_turn`), one after the other on this worker. Turn k of the prompt issued
+        as `seq` is recorded as `seq + (k - 1) * turn_stride`."""
+        while prompt is not None and self.stop_reason is None:
             try:
                 result = await self.send(prompt)
             except ConnectFailed as exc:
                 queue.put_nowait((seq, prompt))  # never sent: try it again once the server is back
                 await self._wait_for_server(exc)
-                continue
+                return
             except RequestFailed as exc:  # a failure before the stream began (e.g. model lookup)
                 result = StreamResult(sent_unix_s=time.time(), sent_ns=time.perf_counter_ns())
                 result.fail(exc, time.perf_counter_ns())
             self._unreachable_since = None
             self.record(seq, prompt, result)
             self._count(result)
+            # A failed turn ends its conversation: the next turn would be built on no answer.
+            prompt = next_turn(prompt, result.text) if result.error_kind is None else None
+            seq += self.turn_stride
 
     def _count(self, result: StreamResult) -> None:
         """Charge a failed request to the error budget; stop once it is spent."""

@@ -61,7 +61,7 @@ def shifted(result: StreamResult, offset_ns: int) -> StreamResult:
 
 
 def _work(index: int, backend: Backend, options: Any, share: list[tuple[int, Prompt]], concurrency: int,
-          rules: StopRules, results: Any, stop: Any) -> None:
+          rules: StopRules, results: Any, stop: Any, turn_stride: int) -> None:
     """A worker process: its own loop and Session; every outcome goes to the parent's queue."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us cleanly
     results.put(("anchor", index, anchor()))
@@ -72,8 +72,9 @@ def _work(index: int, backend: Backend, options: Any, share: list[tuple[int, Pro
             async def send(prompt: Prompt) -> StreamResult:
                 return await backend.send(http, options.base_url, prompt, options.deadlines(prompt))
 
-            pool = Pool(send=send, record=lambda seq, prompt, result: results.put(("record", index, seq, result)),
-                        rules=rules, concurrency=concurrency)
+            # The prompt goes back with its result: a conversation's later turns exist only here.
+            pool = Pool(send=send, record=lambda seq, prompt, result: results.put(("record", index, seq, prompt, result)),
+                        rules=rules, concurrency=concurrency, turn_stride=turn_stride)
             watcher = asyncio.create_task(_watch(stop, pool))
             await pool.run(share)
             watcher.cancel()
@@ -104,6 +105,7 @@ class ProcessPool:
     record: Record
     rules: StopRules
     processes: int
+    turn_stride: int = 0  # as Pool's
     stop_reason: str | None = None
     errors: Counter = field(default_factory=Counter)
     clocks: list[dict[str, int]] = field(default_factory=list)
@@ -119,12 +121,12 @@ class ProcessPool:
 
     async def run(self, work: list[tuple[int, Prompt]]) -> None:
         results = self._context.Queue()
-        prompts = dict(work)
         parent, offsets = anchor(), {}
         self.clocks = [{"role": "parent", **parent}]
         workers = [self._context.Process(target=_work, daemon=True, args=(
             i, self.backend, self.options, work[i::self.processes],
-            concurrency_share(self.options.concurrency, self.processes, i), self.rules, results, self._stop))
+            concurrency_share(self.options.concurrency, self.processes, i), self.rules, results, self._stop,
+            self.turn_stride))
             for i in range(self.processes)]
         for worker in workers:
             worker.start()
@@ -144,8 +146,8 @@ class ProcessPool:
                 self.clocks.append({"role": f"worker {index}", **rest[0], "offset_ns": offsets[index]})
                 self.clocks.sort(key=_parent_then_workers)
             elif kind == "record":
-                seq, result = rest
-                self.record(seq, prompts[seq], shifted(result, offsets[index]))
+                seq, prompt, result = rest
+                self.record(seq, prompt, shifted(result, offsets[index]))
                 self._count(result)
             else:
                 running.discard(index)

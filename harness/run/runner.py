@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 from tqdm import tqdm
 
+from harness.chat import turn_ids
 from harness.engines.base import Backend, ServerUnreachable, StreamResult
 from harness.engines.sse import Session, run_streams
 from harness.engines.stream import Deadlines
@@ -97,9 +98,9 @@ async def _warm_up(http: Session, backend: Backend, options: RunOptions, prompts
 
 
 def _pool(http, backend: Backend, options: RunOptions, run: RunDir, writer: RecordWriter, progress,
-          total: int) -> Pool | ProcessPool:
+          total: int, turn_stride: int) -> Pool | ProcessPool:
     """The pool that sends the measured prompts (from this process, or from `processes` worker
-    processes) and writes each outcome at once."""
+    processes) and writes each outcome at once; `turn_stride` numbers a conversation's later turns."""
     workload = run.manifest["workload"]["name"]
 
     async def send(prompt: Prompt) -> StreamResult:
@@ -116,11 +117,12 @@ def _pool(http, backend: Backend, options: RunOptions, run: RunDir, writer: Reco
     rules = StopRules(max_errors=options.max_errors if options.max_errors is not None else default_max_errors(total),
                       unreachable_grace_s=options.unreachable_grace_s)
     if options.processes > 1:
-        return ProcessPool(backend=backend, options=options, record=record, rules=rules, processes=options.processes)
-    return Pool(send=send, record=record, rules=rules, concurrency=options.concurrency)
+        return ProcessPool(backend=backend, options=options, record=record, rules=rules, processes=options.processes,
+                           turn_stride=turn_stride)
+    return Pool(send=send, record=record, rules=rules, concurrency=options.concurrency, turn_stride=turn_stride)
 
 
-async def _drive(backend, options, warmups, work, run: RunDir, writer, progress) -> Pool:
+async def _drive(backend, options, warmups, work, run: RunDir, writer, progress, turn_stride: int) -> Pool:
     cpu_start, wall_start = time.process_time(), time.perf_counter()
     async with Session(headers=options.headers, read_timeout_s=options.request_timeout_s) as http:
         progress.chunks = await _warm_up(http, backend, options, warmups)
@@ -128,7 +130,7 @@ async def _drive(backend, options, warmups, work, run: RunDir, writer, progress)
             run.update(prefix_cache_flush=await backend.flush_prefix_cache(http, options.base_url))
         # Server-side counters bracket the measured requests only (never warm-up or earlier runs).
         run.update(server_counters={"before": await backend.counters(http, options.base_url)})
-        pool = _pool(http, backend, options, run, writer, progress, len(work))
+        pool = _pool(http, backend, options, run, writer, progress, len(work), turn_stride)
         progress.start()
         # Power is sampled around the measured requests only; the entry is completed when sampling
         # stops, and the manifest holds it whatever ends the run.
@@ -157,7 +159,8 @@ def execute(backend: Backend, options: RunOptions, workload: Workload, run: RunD
             done: frozenset[str] = frozenset()) -> None:
     """Run warm-up and workload; always finalize the run directory, whatever stops it.
 
-    `done`: prompt ids that already have an ok record (a resumed run) and are not sent again.
+    `done`: prompt ids that already have an ok record (a resumed run); a prompt is not sent again
+    when every turn of its conversation is among them.
     """
     writer = RecordWriter(run.path)
     progress = _Progress(0, options.show_progress)
@@ -165,9 +168,9 @@ def execute(backend: Backend, options: RunOptions, workload: Workload, run: RunD
     try:
         prompts, warmups = workload.prompts(), workload.warmup_prompts(options.warmup)
         total = len(prompts)
-        work = [(seq, prompt) for seq, prompt in enumerate(prompts) if prompt.prompt_id not in done]
-        progress.total = len(work)
-        pool = run_streams(_drive(backend, options, warmups, work, run, writer, progress))
+        work = [(seq, prompt) for seq, prompt in enumerate(prompts) if not done.issuperset(turn_ids(prompt))]
+        progress.total = sum(len(turn_ids(prompt)) for _, prompt in work)
+        pool = run_streams(_drive(backend, options, warmups, work, run, writer, progress, turn_stride=total))
         status, error = _ending(pool)
     except KeyboardInterrupt:
         status, error = "interrupted", "stopped by Ctrl-C; the requests in flight were not recorded"

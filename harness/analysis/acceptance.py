@@ -1,0 +1,50 @@
+"""A run's acceptance per draft position: its histogram, where it came from, and its summary rows.
+
+Per-request histograms (SGLang) are pooled over the requests that succeeded, also per category;
+without them the server's per-position counters over the measured requests (vLLM) give one for the
+whole run (not per request, so not per category); an engine with neither has none, and every table
+and figure says "not exported".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from harness.metrics.acceptance import counter_histogram, pooled_histogram, position_values, request_histograms
+from harness.metrics.catalogue import CATALOGUE
+
+PER_REQUEST = "per request (engine meta)"
+COUNTERS = "server counters over the measured requests"
+NOT_EXPORTED = "not exported"
+
+
+@dataclass(frozen=True)
+class RunHistogram:
+    counts: list[float] | None  # verify steps by accepted drafts; None: not exported
+    source: str  # PER_REQUEST, COUNTERS or NOT_EXPORTED
+
+
+def requests_histogram(derived: pd.DataFrame) -> list[float] | None:
+    """The pooled per-request histogram of these rows (None when no request has one)."""
+    return pooled_histogram(request_histograms(derived)) if len(derived) else None
+
+
+def run_histogram(measured: pd.DataFrame, manifest: dict) -> RunHistogram:
+    """The run's histogram: pooled per-request ones, else the counter delta's, else none."""
+    pooled = requests_histogram(measured)
+    if pooled is not None:
+        return RunHistogram(pooled, PER_REQUEST)
+    delta = (manifest.get("server_counters") or {}).get("delta") or {}
+    from_counters = counter_histogram(delta)
+    if from_counters is not None:
+        return RunHistogram(from_counters, COUNTERS)
+    return RunHistogram(None, NOT_EXPORTED)
+
+
+def position_rows(histogram: RunHistogram) -> pd.DataFrame:
+    """The summary rows (metric, stat, value, unit) of the run's histogram."""
+    rows = [(metric, stat, value, CATALOGUE[metric].unit)
+            for (metric, stat), value in position_values(histogram.counts).items()]
+    return pd.DataFrame(rows, columns=["metric", "stat", "value", "unit"])
