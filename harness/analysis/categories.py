@@ -74,11 +74,13 @@ def category_values(rows: pd.DataFrame) -> dict[str, float]:
 
 
 def category_table(run: Run) -> pd.DataFrame:
-    """The run's figures per category (TABLE_COLUMNS); empty when its prompts carry no category.
-    `tpot_ms` and `request_tok_s` are means over the category's requests."""
-    if not has_categories(run):
+    """The run's figures per category (TABLE_COLUMNS), `overall` last; a run whose prompts carry no
+    category has one row set, named after its workload. `tpot_ms` and `request_tok_s` are means
+    over the category's requests."""
+    if run.measured.empty:
         return pd.DataFrame(columns=TABLE_COLUMNS)
-    rows = [(run.run_id, name, metric, value, CATALOGUE[metric].unit, len(part))
+    named = has_categories(run)
+    rows = [(run.run_id, name if named else run.workload, metric, value, CATALOGUE[metric].unit, len(part))
             for name, part in groups(run.measured) for metric, value in category_values(part).items()]
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
@@ -98,14 +100,17 @@ def _speedups(base: pd.DataFrame, cand: pd.DataFrame) -> dict[str, tuple[float, 
 
 def category_speedups(base: Run, cand: Run) -> pd.DataFrame:
     """The candidate's speed-ups against `base` per category (SPEEDUP_COLUMNS), on the questions
-    both answered; empty when the runs are not of the same questions or carry no category."""
-    if not (has_categories(base) and pairable(base, cand)):
+    both answered; a workload whose prompts carry no category has one, named after the workload
+    (so GSM8K and synthetic runs stand beside the tasks). Empty when the runs are not of the same
+    questions."""
+    if base.measured.empty or not pairable(base, cand):
         return pd.DataFrame(columns=SPEEDUP_COLUMNS)
     base_rows, cand_rows = aligned(base, cand)
     names = categories(base_rows)
     rows = []
     for name, part in groups(base_rows):
         chosen = (names == name).to_numpy() if name != OVERALL else np.ones(len(base_rows), dtype=bool)
+        label = name if has_categories(base) else base.workload
         for metric, (value, low, high) in _speedups(part, cand_rows[chosen].reset_index(drop=True)).items():
-            rows.append((cand.run_id, name, metric, value, "ratio", len(part), low, high, base.run_id))
+            rows.append((cand.run_id, label, metric, value, "ratio", len(part), low, high, base.run_id))
     return pd.DataFrame(rows, columns=SPEEDUP_COLUMNS)

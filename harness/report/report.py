@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.categories import category_speedups, category_table
 from harness.analysis.compare import baseline_run_id
 from harness.analysis.reference import provenance_notes, reference_table, reference_text
 from harness.analysis.roofline import RooflineInputs
@@ -30,6 +31,12 @@ from harness.analysis.shapes import ShapeGroup, compare_by_shape, shape_text
 from harness.analysis.tables import headline, power_note, run_warnings
 from harness.metrics.roofline import Roofline
 from harness.records.rundir import SCALE_LABEL
+from harness.report.category_plots import (
+    plot_accept_length_along_output,
+    plot_acceptance_by_position,
+    plot_task_speedups,
+)
+from harness.report.category_section import categories_html, categories_markdown, category_blocks
 from harness.report.headline import headline_html, headline_markdown
 from harness.report.markup import as_text, html_table, md_table, md_text
 from harness.report.plots import plot_published_ladder, plot_runs
@@ -46,6 +53,9 @@ CAPTIONS = {
     "published_ladder": "Published ablation ladder (synthetic, DGX Spark)",
     "published_roofline": "Decode roofline of the published ladder: achieved GB/s against DGX Spark's 273 GB/s (derived)",
     "run_roofline": "Decode roofline per run: achieved GB/s against the device ceiling",
+    "task_speedup": "Speed-up against the plain baseline and accept length per task, 95% paired intervals",
+    "acceptance_by_position": "Acceptance at each draft position given the earlier ones, per run and per category",
+    "accept_length_along_output": "Tokens per verify step along the output, by output-position bin",
 }
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:1400px;margin:auto;padding:0.5em 1.5em;color:#222}"
          "h1{margin:0.3em 0 0.1em}h2{margin:1.2em 0 0.3em}p{margin:0.3em 0}"
@@ -146,6 +156,7 @@ class Page:
     def __init__(self, runs: Sequence[Run], groups: Sequence[ShapeGroup], figures: Sequence[tuple[str, list[Path]]]):
         self.runs, self.groups, self.figures = list(runs), list(groups), list(figures)
         self.names = {run.run_id: run.caption for run in runs}
+        self.categories = category_blocks(self.groups)
 
     def details(self) -> list[tuple[str, list[tuple[str, str, pd.DataFrame | None]]]]:
         """Collapsed sections: (summary, [(heading, text, table)])."""
@@ -193,7 +204,8 @@ def render_html(page: Page) -> str:
     if any(r.reduced_scale for r in page.runs):
         parts.append(f"<p class='scale'>{html.escape(SCALE_LABEL)}: runs marked REDUCED SCALE exercise the harness "
                      "and say nothing about a real deployment.</p>")
-    parts += [headline_html(page.groups), *_figures_html(page), *_details_html(page)]
+    parts += [headline_html(page.groups), *categories_html(page.categories), *_figures_html(page),
+              *_details_html(page)]
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>sparkbench report</title>"
             f"<meta name='viewport' content='width=device-width'><style>{STYLE}</style></head>"
             f"<body>{''.join(parts)}</body></html>\n")
@@ -205,7 +217,7 @@ def render_markdown(page: Page, out_dir: Path) -> str:
     parts = ["# sparkbench report", f"{len(page.runs)} run(s) in {len(page.groups)} group(s) of one workload shape."]
     if any(r.reduced_scale for r in page.runs):
         parts.append(f"**{md_text(SCALE_LABEL)}**")
-    parts += [headline_markdown(page.groups), "## Figures"]
+    parts += [headline_markdown(page.groups), *categories_markdown(page.categories), "## Figures"]
     for heading, paths in page.figures:
         parts.append(f"### {md_text(heading)}")
         parts += [f"![{md_text(CAPTIONS.get(p.stem, p.stem))}]({Path(os.path.relpath(p, out_dir)).as_posix()})"
@@ -228,7 +240,21 @@ def find_run_dirs(root: Path | str) -> list[Path]:
 def group_figures(group: ShapeGroup, out_dir: Path) -> list[Path]:
     """The run figures and decode rooflines of one shape group's runs."""
     rooflines = [run.roofline[0] for run in group.runs]
-    return [*plot_runs(group.runs, out_dir), *plot_run_roofline([run.caption for run in group.runs], rooflines, out_dir)]
+    return [*plot_runs(group.runs, out_dir), *plot_run_roofline([run.caption for run in group.runs], rooflines, out_dir),
+            *plot_acceptance_by_position(group.runs, out_dir), *plot_accept_length_along_output(group.runs, out_dir)]
+
+
+def task_figures(groups: Sequence[ShapeGroup], out_dir: Path) -> list[Path]:
+    """Speed-up and accept length per task of every speculative run against its group's baseline,
+    Spec-Bench's tasks beside whole GSM8K or synthetic runs."""
+    entries = []
+    for group in groups:
+        for run in group.runs:
+            speculates = run is not group.baseline and run.measured["accept_length"].notna().any()
+            speedups = category_speedups(group.baseline, run) if speculates else None
+            if speedups is not None and not speedups.empty:
+                entries.append((run, speedups, category_table(run)))
+    return plot_task_speedups(entries, out_dir)
 
 
 def build_report(runs: Sequence[Run | Path | str], out_dir: Path | str, baseline: Path | str | None = None,
@@ -247,6 +273,9 @@ def build_report(runs: Sequence[Run | Path | str], out_dir: Path | str, baseline
     plots = out_dir / "plots"
     figures = [(shape_text(g.baseline), group_figures(g, plots / f"{i}-{g.baseline.workload}"))
                for i, g in enumerate(groups, 1)]
+    tasks = task_figures(groups, plots)
+    if tasks:
+        figures.append(("Speculation per task", tasks))
     figures.append(("Published figures (not measured here)", [*plot_published_ladder(plots), *plot_published_roofline(plots)]))
     if extra_images:
         figures.append(("More figures", list(map(Path, extra_images))))

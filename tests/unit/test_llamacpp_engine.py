@@ -194,5 +194,5 @@ def test_counters_read_llamacpps_speculative_totals():
         async with httpx.AsyncClient(transport=transport) as http:
             return await LlamaCppBackend().counters(http, BASE)
     counters = asyncio.run(go())
-    assert set(counters) == {"drafts", "draft_tokens", "accepted_tokens"}
-    assert counters == {"drafts": 8.0, "draft_tokens": 23.0, "accepted_tokens": 23.0}
+    assert counters == {"drafts": 8.0, "draft_tokens": 23.0, "accepted_tokens": 23.0,
+                        "accepted_tokens_pos_0": 8.0, "accepted_tokens_pos_1": 8.0, "accepted_tokens_pos_2": 7.0}

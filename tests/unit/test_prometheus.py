@@ -65,7 +65,8 @@ def test_parse_handles_escapes_specials_timestamps_and_junk():
 
 def test_spec_counters_read_totals_not_created_timestamps():
     assert spec_decode_counters(capture("metrics_before.prom")) == {
-        "drafts": 373.0, "draft_tokens": 1069.0, "accepted_tokens": 812.0}
+        "drafts": 373.0, "draft_tokens": 1069.0, "accepted_tokens": 812.0,
+        "accepted_tokens_pos_0": 322.0, "accepted_tokens_pos_1": 273.0, "accepted_tokens_pos_2": 217.0}
 
 
 def test_spec_counters_sum_over_label_sets():
@@ -81,7 +82,10 @@ def test_counter_delta_matches_the_requests_own_numbers():
     after = spec_decode_counters(capture("metrics_after.prom"))
     delta = counter_delta(before, after)
     specs = [per_request_spec(name) for name in STREAMS]
-    assert delta == {
+    # Every accepted token was accepted at one position: the per-position deltas add up.
+    assert [delta[f"accepted_tokens_pos_{k}"] for k in range(3)] == [4.0, 4.0, 1.0]
+    assert sum(delta[f"accepted_tokens_pos_{k}"] for k in range(3)) == delta["accepted_tokens"]
+    assert {key: delta[key] for key in ("drafts", "draft_tokens", "accepted_tokens")} == {
         "drafts": sum(s["num_spec_steps"] for s in specs),
         "draft_tokens": sum(s["num_draft_tokens"] for s in specs),
         "accepted_tokens": sum(s["num_accepted_draft_tokens"] for s in specs),
