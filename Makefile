@@ -22,7 +22,7 @@ STAGES := .stage-times.tsv
 STAGE_TIMES := $(PYTHON) scripts/stage_times.py $(STAGES)
 STAGE = $(STAGE_TIMES) run
 
-.PHONY: help setup setup-ray lock lock-upgrade env-sglang env-vllm model llamacpp testbed bench-synthetic bench-gsm8k report report-shot test test-unit test-e2e lint cold-check clean
+.PHONY: help setup setup-ray lock lock-upgrade env-sglang env-vllm model llamacpp testbed bench-synthetic bench-gsm8k bench-specbench report report-shot test test-unit test-e2e lint cold-check clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -72,6 +72,9 @@ bench-synthetic: setup $(EMBEDDED_DEPS) ## Synthetic 32K/2K greedy run (SERVER=U
 
 bench-gsm8k: setup $(EMBEDDED_DEPS) ## All 1,319 GSM8K questions (SERVER=URL), else a reduced embedded run
 	$(BIN)/sparkbench run gsm8k $(SERVER_FLAG) $(ARGS)
+
+bench-specbench: setup $(EMBEDDED_DEPS) ## Spec-Bench's 480 questions, six tasks, greedy (SERVER=URL), else a reduced embedded run
+	$(BIN)/sparkbench run specbench $(SERVER_FLAG) $(ARGS)
 
 report: setup ## HTML and Markdown report of the latest runs (RUNS="results/a results/b" to choose)
 	$(BIN)/sparkbench report $(RUNS)

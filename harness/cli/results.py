@@ -23,14 +23,27 @@ def summarize(
     model_config: ModelConfigOpt = None,
     peak_gbps: PeakOpt = None,
 ) -> None:
-    """Print the run's summary table (metric, stat, value, unit) and its decode roofline."""
+    """Print the run's summary table (metric, stat, value, unit), its decode roofline, and its figures
+    per category where its prompts carry one."""
     from harness.analysis.roofline import RooflineInputs
     from harness.analysis.run import Run
+    from harness.analysis.shapes import compare_by_shape
     from harness.analysis.tables import format_run_summary
 
     run = Run.load(run_dir, RooflineInputs(model_config, peak_gbps))
     run.write_tables()  # tables of a run recorded before they were written at its end
     print(format_run_summary(run, full=True))
+    _print_by_category(compare_by_shape([run]))
+
+
+def _print_by_category(groups) -> None:
+    """Each run's figures per category, and its speed-ups against its group's baseline (nothing
+    when no run's prompts carry a category)."""
+    from harness.report.category_section import category_blocks, format_categories
+
+    text = format_categories(category_blocks(groups))
+    if text:
+        print("\n" + text)
 
 
 RunsArg = Annotated[Optional[list[Path]], typer.Argument(help="Run directories (default: the latest under --results).")]
@@ -55,14 +68,17 @@ def compare(
     latest: LatestOpt = 2,
 ) -> None:
     """Headline metrics per run with changes against the baseline and 95% intervals (McNemar for GSM8K);
-    runs of different workloads or shapes are compared only within their own group."""
+    runs of different workloads or shapes are compared only within their own group; per category
+    (with the speed-ups against the baseline) where the prompts carry one."""
     from harness.analysis.compare import baseline_run_id
     from harness.analysis.reference import format_reference_table, reference_table
     from harness.analysis.run import Run
     from harness.analysis.shapes import compare_by_shape, format_groups
 
     loaded = [Run.load(d) for d in _runs_or_latest(runs, results, latest)]
-    print(format_groups(compare_by_shape(loaded, baseline_run_id(baseline))))
+    groups = compare_by_shape(loaded, baseline_run_id(baseline))
+    print(format_groups(groups))
+    _print_by_category(groups)
     if reference:
         print()
         print(format_reference_table(reference_table([run.summary for run in loaded])))
