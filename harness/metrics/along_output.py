@@ -5,7 +5,8 @@ token-bearing chunk is one step: SGLang streams a chunk per verify round (the fi
 prefill token), so the chunk after running count c brought the tokens of the step that began at
 output position c. Requests whose chunks are not steps (their chunk count differs from their verify
 rounds + 1, as llama.cpp's one chunk per token; or a stream the integrity rules flagged) are left
-out, and a run without any such request has no figure ("not measured").
+out, and a run without any such request has no figure ("not measured"). The last step of a request
+cut at its token cap is left out too: it brought only the tokens up to the cap.
 """
 
 from __future__ import annotations
@@ -27,6 +28,14 @@ def step_positions(chunk_tokens: object) -> tuple[np.ndarray, np.ndarray]:
     return counts[:-1], np.diff(counts)
 
 
+def capped(steps: tuple[np.ndarray, np.ndarray], finish_reason: object) -> tuple[np.ndarray, np.ndarray]:
+    """The steps without the last one of a request cut at its token cap (`finish_reason` length):
+    the server verified a whole round but sent only the tokens up to the cap."""
+    if finish_reason != "length":
+        return steps
+    return steps[0][:-1], steps[1][:-1]
+
+
 def steps_are_chunks(derived: pd.DataFrame) -> np.ndarray:
     """Requests whose token-bearing chunks are their verify steps (one chunk per round after the
     prefill chunk) and whose stream the integrity rules left in."""
@@ -41,7 +50,7 @@ def accept_length_by_position(derived: pd.DataFrame, bins: int = DEFAULT_BINS) -
     from 0 to the longest output. Columns bin_start, bin_end, steps, accept_length; empty when no
     request qualifies."""
     rows = derived[steps_are_chunks(derived)]
-    pairs = [step_positions(cell) for cell in rows["chunk_tokens"]]
+    pairs = [capped(step_positions(cell), reason) for cell, reason in zip(rows["chunk_tokens"], rows["finish_reason"])]
     if not pairs:
         return pd.DataFrame(columns=["bin_start", "bin_end", "steps", "accept_length"])
     starts = np.concatenate([p for p, _ in pairs])

@@ -46,7 +46,8 @@ def plot_task_speedups(entries: Sequence[tuple[Run, pd.DataFrame, pd.DataFrame]]
         low = [by["ci95_low"].get((t, "speedup_mean_of_requests"), np.nan) for t in tasks]
         high = [by["ci95_high"].get((t, "speedup_mean_of_requests"), np.nan) for t in tasks]
         aggregate = [by["value"].get((t, "speedup_aggregate"), np.nan) for t in tasks]
-        errors = np.nan_to_num([np.subtract(mean, low), np.subtract(high, mean)], nan=0.0)
+        # A point interval can sit a rounding error off its point: never a negative error bar.
+        errors = np.clip(np.nan_to_num([np.subtract(mean, low), np.subtract(high, mean)], nan=0.0), 0.0, None)
         speed_ax.bar(offset, mean, width, yerr=errors, color=_color(i), label=run.caption, capsize=3)
         speed_ax.scatter(offset, aggregate, marker="D", color="black", s=14, zorder=3)
         accept = table[table["metric"] == "accept_length_token_weighted"].set_index("category")["value"]

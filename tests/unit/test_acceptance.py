@@ -116,9 +116,10 @@ def test_histogram_accept_length_meets_sglangs_when_rounds_fill_exactly():
 
 
 def test_accept_length_along_the_output_uses_chunks_only_where_they_are_steps():
-    derived = derive_requests(to_frame([_bigram_record(0, 65), _bigram_record(1, 33)]))
+    # N = 62: 16 rounds, the last one cut to its first token at the cap; N = 33: 8 full rounds.
+    derived = derive_requests(to_frame([_bigram_record(0, 62), _bigram_record(1, 33)]))
     bins = accept_length_by_position(derived, bins=4)
-    assert bins["steps"].sum() == 16 + 8
+    assert bins["steps"].sum() == 15 + 7  # each request's last step, at its cap, is left out
     assert (bins["accept_length"] == 4.0).all()
     # One token per chunk while rounds say otherwise (llama.cpp streams per token): left out.
     per_token = build_record(chunks=[(10.0 + i, 1) for i in range(9)], meta=_spec_meta([0, 0, 0, 2], 2, 6, 9))
