@@ -148,13 +148,16 @@ def test_report_escapes_model_text_and_embeds_everything(two_runs, tmp_path):
     assert "<script" not in page.lower()
     assert "0.5.23&lt;b&gt;" in page  # server strings are escaped too
     sources = re.findall(r"src='([^']*)'", page)
-    assert len(sources) == 7 and all(s.startswith("data:image/png;base64,") for s in sources)
+    # The group's 5 figures and roofline, acceptance by position and along the output (the candidate
+    # speculates), speed-up per task, the 2 published ones.
+    assert len(sources) == 10 and all(s.startswith("data:image/png;base64,") for s in sources)
+    assert "Acceptance at each draft position" in page and "not exported" in page  # its panel says so
     assert "REDUCED SCALE" in page and "+25.0%" in page
     assert "energy: not measured" in page and "roofline: not computed (no config.json" in page
     markdown = md_path.read_text(encoding="utf-8")
     assert "<script" not in markdown.lower() and "&lt;script&gt;" in markdown
     links = re.findall(r"\]\((plots/[^)]+\.png)\)", markdown)
-    assert len(links) == 7 and all((md_path.parent / link).exists() for link in links)
+    assert len(links) == 10 and all((md_path.parent / link).exists() for link in links)
 
 
 def test_report_shows_each_runs_roofline_with_its_byte_count(two_runs, tmp_path):
@@ -179,7 +182,7 @@ def test_find_run_dirs_lists_runs_in_start_order(two_runs):
 def test_report_embeds_extra_images(two_runs, tmp_path):
     extra = plot_runs([Run.load(two_runs[0])], tmp_path / "elsewhere")[0]
     html_path, md_path = build_report(list(two_runs), tmp_path / "report", extra_images=[extra])
-    assert html_path.read_text(encoding="utf-8").count("data:image/png;base64,") == 8
+    assert html_path.read_text(encoding="utf-8").count("data:image/png;base64,") == 11
     assert "](../elsewhere/decode_throughput.png)" in md_path.read_text(encoding="utf-8")
 
 
