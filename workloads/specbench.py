@@ -59,6 +59,12 @@ class SpecBenchConfig(WorkloadConfig):
     tokenizer: PathText | None = Field(None, description="Tokenizer folder with the model's chat template "
                                                          "(default: the served model's).")
 
+    @field_validator("categories", mode="before")
+    @classmethod
+    def _listed(cls, value: object) -> object:
+        """The command line gives them comma-separated."""
+        return tuple(name.strip() for name in value.split(",") if name.strip()) if isinstance(value, str) else value
+
     @field_validator("categories")
     @classmethod
     def _known(cls, names: tuple[str, ...]) -> tuple[str, ...]:

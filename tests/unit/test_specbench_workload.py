@@ -48,6 +48,11 @@ def test_tasks_and_mt_bench_categories_select_questions_in_file_order():
     assert Counter(q["category"] for q in coding) == {"coding": 10, "qa": 80}
 
 
+def test_categories_come_as_a_list_or_comma_separated():
+    assert config_of("specbench", {"categories": "qa, writing"}).categories == ("qa", "writing")
+    assert config_of("specbench", {"categories": ["rag"]}).categories == ("rag",)
+
+
 def test_unknown_categories_fail_in_one_line_before_anything_runs():
     with pytest.raises(SparkbenchError, match="unknown categories chess"):
         config_of("specbench", {"categories": ["qa", "chess"]})
