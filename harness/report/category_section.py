@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from harness.analysis.acceptance import NOT_EXPORTED
 from harness.analysis.categories import category_speedups, category_table, has_categories
 from harness.analysis.shapes import ShapeGroup
 from harness.report.markup import html_table, md_table, md_text
@@ -27,18 +28,20 @@ SPEEDUPS = {"speedup_mean_of_requests": "speed-up (Spec-Bench: mean request tok/
 LEGEND = ("Speed-up against the group's baseline on the same questions (paired by prompt_id): Spec-Bench's, "
           "mean of per-request tok/s (tokens over the whole request time) over the baseline's mean; and the "
           "ratio of aggregate tok/s (total tokens over total request time). 95% paired bootstrap interval in "
-          "brackets. Accept length: tokens per verify round; empty where the run did not speculate.")
+          "brackets. Accept length: tokens per verify round (histogram: per verify step), not measured where the run "
+          "did not speculate.")
 
 
-def _number(value: float) -> str:
-    return "" if pd.isna(value) else f"{value:.4g}"
-
-
-def category_view(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per category, one column per figure (FIGURES), numbers as strings."""
+def category_view(table: pd.DataFrame, histogram_source: str) -> pd.DataFrame:
+    """One row per category, one column per figure (FIGURES), numbers as strings; a figure the run
+    has not is "not measured" (the histogram's, "not exported" where the engine reports none)."""
     wide = table.pivot_table(index="category", columns="metric", values="value", sort=False, dropna=False)
     wide = wide.reindex(index=list(dict.fromkeys(table["category"])), columns=list(FIGURES))
-    view = wide.map(_number).rename(columns=FIGURES)
+    missing = {metric: "not measured" for metric in FIGURES}
+    if histogram_source == NOT_EXPORTED:
+        missing["accept_length_histogram"] = NOT_EXPORTED
+    view = pd.DataFrame({metric: [missing[metric] if pd.isna(v) else f"{v:.4g}" for v in wide[metric]]
+                         for metric in FIGURES}, index=wide.index).rename(columns=FIGURES)
     return view.reset_index()
 
 
@@ -63,7 +66,8 @@ def category_blocks(groups: Sequence[ShapeGroup]) -> list[tuple[str, pd.DataFram
         for run in group.runs:
             if not has_categories(run):
                 continue
-            blocks.append((f"{run.caption}: figures per category", category_view(category_table(run))))
+            blocks.append((f"{run.caption}: figures per category",
+                           category_view(category_table(run), run.histogram.source)))
             speedups = category_speedups(group.baseline, run) if run is not group.baseline else pd.DataFrame()
             if not speedups.empty:
                 blocks.append((f"{run.caption}: speed-up per category against {group.baseline.caption}",
