@@ -15,7 +15,7 @@ from harness.analysis.shapes import compare_by_shape
 from harness.report.category_section import category_blocks, format_categories
 from harness.report.report import build_report
 from tests.unit.conftest import build_record
-from tests.unit.test_report import write_run
+from tests.unit.test_report import SYNTHETIC, synthetic_records, write_run
 
 SPEC = {"name": "specbench", "categories": ["qa", "rag"], "per_task": 2}
 TASKS = ("qa", "qa", "rag", "rag")
@@ -77,6 +77,14 @@ def test_a_workload_without_categories_is_one_named_after_it(tmp_path):
     records = [dataclasses.replace(r, item_json="{}") for r in _records({"qa": 10.0, "rag": 10.0}, False)]
     run = Run.load(write_run(tmp_path, "20260101T000300Z-synthetic", records, {"name": "synthetic"}))
     assert set(category_table(run)["category"]) == {"synthetic"}
+
+
+def test_a_synthetic_pair_stands_beside_the_tasks_under_its_own_name(tmp_path):
+    base = Run.load(write_run(tmp_path, "20260101T000400Z-b", synthetic_records(10.0), SYNTHETIC))
+    cand = Run.load(write_run(tmp_path, "20260101T000500Z-c", synthetic_records(8.0, spec=True), SYNTHETIC))
+    speedups = category_speedups(base, cand)
+    assert set(speedups["category"]) == {"synthetic"}
+    assert speedups.set_index("metric").loc["speedup_aggregate", "value"] > 1
 
 
 def test_the_report_shows_the_speedup_table_and_the_position_figures(runs, tmp_path):
