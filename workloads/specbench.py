@@ -51,8 +51,9 @@ class SpecBenchConfig(WorkloadConfig):
     published = {"per_task": None, "max_new_tokens": PUBLISHED_MAX_NEW_TOKENS}
     reduced = {"per_task": 2, "max_new_tokens": 64}
 
-    categories: Annotated[tuple[str, ...], Field(strict=False)] = Field(TASKS, description="Tasks (or MT-bench categories) to send, "
-                                        f"comma-separated: {', '.join(TASKS)}.")
+    categories: Annotated[tuple[str, ...] | None, Field(strict=False)] = Field(
+        None, description=f"Tasks (or MT-bench categories) to send, comma-separated (default: all six, "
+                          f"{', '.join(TASKS)}).")
     per_task: int | None = Field(None, ge=1, description="Questions per task (the first ones of each).")
     max_new_tokens: int | None = Field(None, ge=1, description="Token cap per turn.")
     chat: bool = Field(False, description="Send the messages through the OpenAI chat API (the server's template).")
@@ -67,7 +68,9 @@ class SpecBenchConfig(WorkloadConfig):
 
     @field_validator("categories")
     @classmethod
-    def _known(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+    def _known(cls, names: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if names is None:
+            return None
         unknown = [name for name in names if name not in TASKS and name not in MT_BENCH_CATEGORIES]
         if unknown or not names:
             raise ValueError(f"unknown categories {', '.join(unknown) or '(none given)'}; choose from "
@@ -155,7 +158,7 @@ def make_specbench(config: SpecBenchConfig, model_dir: Path | None):
         if not config.chat and folder is None:
             raise SparkbenchError("specbench needs the model's chat template: pass --tokenizer DIR, or --chat")
         template = None if config.chat else load_template(folder)
-        return SpecBenchWorkload(template=template, categories=config.categories, per_task=config.per_task,
+        return SpecBenchWorkload(template=template, categories=config.categories or TASKS, per_task=config.per_task,
                                  max_new_tokens=config.max_new_tokens, chat=config.chat)
 
     return build

@@ -106,7 +106,7 @@ class Conversations:
 def _execute(tmp_path, backend, concurrency=1, done=frozenset()):
     run = RunDir.create(tmp_path, "run", {"workload": {"name": "talk"}})
     options = RunOptions(base_url="http://x", warmup=0, concurrency=concurrency, show_progress=False,
-                         power_interval_s=0.0)
+                         power_sample_ms=0)
     execute(backend, options, Conversations(), run, done)
     return read_jsonl(run.path / "requests.jsonl").set_index("prompt_id")
 
