@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import SparkbenchError
-from harness.spec import Prompt
+from harness.spec import Prompt, SamplingParams
 
 TEMPLATE_FILE = "chat_template.jinja"
 TOKENIZER_CONFIG = "tokenizer_config.json"
@@ -73,7 +73,7 @@ def render(template: dict[str, str], messages: list[dict[str, str]]) -> str:
                                                 bos_token=template["bos_token"], eos_token=template["eos_token"])
 
 
-def conversation_prompt(prompt_id: str, sampling, turns: list[str], template: dict[str, str] | None,
+def conversation_prompt(prompt_id: str, sampling: SamplingParams, turns: list[str], template: dict[str, str] | None,
                         item: dict[str, Any]) -> Prompt:
     """The first turn of a conversation of user `turns`: its text rendered by `template` (None: the
     user turn as it is, for the chat API, which applies the server's own template)."""
