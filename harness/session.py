@@ -20,8 +20,11 @@ import pandas as pd
 from harness.analysis.run import Run
 from harness.engines.base import Backend
 from harness.engines.prometheus import accept_length_from_counters, counter_delta
+from harness.engines.registry import meta_reader
 from harness.errors import SparkbenchError
+from harness.facts import EngineFacts
 from harness.guard.preflight import GuardReport, prefix_cache_report, startup_guard
+from harness.records.manifest import MANIFEST_VERSION
 from harness.records.rundir import RunDir, new_run_id
 from harness.request import RunRequest, RunSwitches, TargetSpec
 from harness.run.label import default_label
@@ -93,9 +96,11 @@ def run_planned(target: Target, backend: Backend, plan: Plan, options: RunOption
     """
     snapshot = snapshot_server(backend, target.base_url, options.headers)
     guard_record = _startup_guard(target, backend, snapshot, switches.guard, options.headers, switches.allow_buffered)
-    workload = plan.make(snapshot)
+    facts = server_facts(target, backend, snapshot)
+    workload = plan.make(facts)
     spec = workload.spec()
     manifest = run_manifest(target, backend, snapshot, spec, plan, options) | {"guard": guard_record}
+    manifest["engine_facts"] = facts.model_dump(mode="json")
     manifest["allow_buffered"] = switches.allow_buffered
     manifest["label"] = switches.label or default_label(manifest)
     uncached = bool(spec.get("requires_uncached_prompts")) and not switches.keep_prefix_cache
@@ -126,11 +131,18 @@ def _startup_guard(target: Target, backend: Backend, snapshot: dict[str, Any], g
                          allow_buffered=allow_buffered).to_dict()
 
 
+def server_facts(target: Target, backend: Backend, snapshot: dict[str, Any]) -> EngineFacts:
+    """The server's normalised facts, as its engine's adapter reads its snapshot and the profile's flags."""
+    launch_args = target.profile.launch.args if target.profile else ()
+    return meta_reader(backend.engine).facts(snapshot, launch_args).model_copy(update={"engine": backend.engine})
+
+
 def run_manifest(target: Target, backend: Backend, snapshot: dict[str, Any], spec: dict[str, Any], plan: Plan,
                  options: RunOptions) -> dict[str, Any]:
     """What the run directory records before the first request: workload (spec and resolved config),
     server, engine and API, scale, profile and run options."""
     return {
+        "manifest_version": MANIFEST_VERSION,
         "workload": spec, "workload_config": plan.config.model_dump(mode="json"), "sampling": spec.get("sampling"),
         "server_url": target.base_url, "engine": backend.engine, "api": backend.name, "scale": target.scale,
         "reduced_scale": target.reduced, "server": snapshot, "profile": target.profile.to_dict() if target.profile else None,

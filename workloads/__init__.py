@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from harness.config import StrictModel
+from harness.facts import EngineFacts
 from harness.spec import Prompt
 
 
@@ -68,7 +69,7 @@ class Scorer:
 @dataclass(frozen=True)
 class Plan:
     """A workload ready to build once the server is known: its resolved config, and the factory the
-    runner calls with the server's snapshot."""
+    run builder calls with the server's facts (`harness.facts.EngineFacts`)."""
 
     config: WorkloadConfig
-    make: Callable[[dict], Workload]
+    make: Callable[[EngineFacts], Workload]

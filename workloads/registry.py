@@ -47,7 +47,7 @@ def _gsm8k(config: GSM8KConfig, model_dir: Path | None) -> Factory:
     from workloads.gsm8k import GSM8KWorkload
 
     workload = GSM8KWorkload(**config.model_dump())
-    return lambda snapshot: workload
+    return lambda facts: workload
 
 
 WORKLOADS = {

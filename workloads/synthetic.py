@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import Field
 
 from harness.config import PathText
+from harness.facts import EngineFacts
 from harness.spec import Prompt, SamplingParams
 from workloads import WorkloadConfig
 from workloads.vocab import Vocabulary, load_vocabulary
@@ -97,10 +98,10 @@ class SyntheticWorkload:
 
 def make_synthetic(*, num_prompts: int, input_tokens: int, output_tokens: int, seed: int,
                    salt: int | None, tokenizer: Path | None):
-    """A factory the runner calls with the server's snapshot, which names the tokenizer to read."""
+    """A factory the run builder calls with the server's facts, which name the tokenizer to read."""
 
-    def build(snapshot: dict) -> SyntheticWorkload:
-        folder = tokenizer or snapshot.get("server_info", {}).get("tokenizer_path") or ""
+    def build(facts: EngineFacts) -> SyntheticWorkload:
+        folder = tokenizer or facts.tokenizer_path or ""
         return SyntheticWorkload(
             vocabulary=load_vocabulary(folder), num_prompts=num_prompts, input_tokens=input_tokens,
             output_tokens=output_tokens, seed=seed,

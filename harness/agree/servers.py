@@ -34,7 +34,7 @@ class Server:
 
     def model_folder(self, http: httpx.Client) -> Path:
         """The local folder of the model it serves (its tokenizer is read from there)."""
-        path = self.engine.server_facts(self.snapshot(http), ()).get("model_path")
+        path = self.engine.facts(self.snapshot(http)).model
         if not path or not Path(path).is_dir():
             raise SparkbenchError(f"{self.url} serves {path!r}, which is not a local folder; pass --tokenizer DIR")
         return Path(path)

@@ -40,6 +40,8 @@ from harness.analysis.verify_pair import verify_cost_rows
 from harness.errors import SparkbenchError
 from harness.metrics import length_match_weights, length_matched_throughput
 from harness.metrics.catalogue import CATALOGUE, compared_stats
+from harness.metrics.speculative import accept_length_parts
+from harness.metrics.summary import decode_throughput_parts
 
 COMPARISON_COLUMNS = ["run_id", "caption", "workload", "metric", "stat", "value", "unit", "baseline_run_id",
                       "baseline_value", "change", "change_kind", "ci95_low", "ci95_high", "paired", "n",
@@ -55,25 +57,9 @@ LENGTH_BINS = 10
 VERDICT_ALPHA = 0.05  # a McNemar p-value below it makes an accuracy change clear
 
 
-def decode_parts(derived: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Per-request (completion_tokens - 1, decode seconds); 0/0 for requests with < 2 tokens or no
-    decode time, so that sums give the aggregate decode throughput (tok/s)."""
-    tokens = derived["completion_tokens"].to_numpy(dtype=float)
-    decode_s = derived["decode_ms"].to_numpy(dtype=float) / 1000
-    keep = (tokens > 1) & np.isfinite(decode_s)
-    return np.where(keep, tokens - 1, 0.0), np.where(keep, decode_s, 0.0)
-
-
-def accept_parts(derived: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Per-request (accept_length * verify_rounds, verify_rounds), 0 without speculation: sums give
-    the token-weighted accept length (tokens/round)."""
-    rounds = derived["verify_rounds"].to_numpy(dtype=float)
-    tokens = derived["accept_length"].to_numpy(dtype=float) * rounds
-    keep = np.isfinite(tokens) & (rounds > 0)
-    return np.where(keep, tokens, 0.0), np.where(keep, rounds, 0.0)
-
-
-RATIO_METRICS = {"decode_throughput_aggregate": decode_parts, "accept_length_token_weighted": accept_parts}
+# Run-level ratios of sums: each metric's numerator and denominator per request, from harness.metrics.
+RATIO_METRICS = {"decode_throughput_aggregate": decode_throughput_parts,
+                 "accept_length_token_weighted": accept_length_parts}
 
 
 def pairable(base: Run, cand: Run) -> bool:
@@ -135,7 +121,7 @@ def _length_matched_row(base: pd.DataFrame, cand: pd.DataFrame, paired: bool) ->
     base_tokens, cand_tokens = (f["completion_tokens"].to_numpy(dtype=float) for f in (base, cand))
     edges = length_edges(base_tokens, cand_tokens)
     matched = length_matched_throughput(cand, base, edges).set_index("metric")["value"]
-    (bn, bd), (cn, cd) = decode_parts(base), decode_parts(cand)
+    (bn, bd), (cn, cd) = decode_throughput_parts(base), decode_throughput_parts(cand)
 
     def change(ib: np.ndarray, ic: np.ndarray) -> np.ndarray:
         out = np.empty(len(ib))

@@ -2,8 +2,8 @@
 
 Inputs, in order of preference: the config.json given (`--model-config`), else the checkpoint
 folder the run's server reported (launched model folder, SGLang `model_path`, vLLM model `root`)
-when it is on this machine. Dtypes come from the server's facts (SGLang `/server_info`:
-`quantization`, `dtype`, `kv_cache_dtype`, `enable_fp32_lm_head`; the profile's launch flags and
+when it is on this machine. Dtypes come from the engine's normalised facts (`EngineFacts`:
+`quantization`, `dtype`, `kv_cache_dtype`, `fp32_lm_head`; the profile's launch flags and
 environment) and the checkpoint's `quantization_config`. The ceiling: `--peak-gbps`, else the
 device NVML named during the run (`harness.metrics.roofline.DEVICES`).
 """
@@ -21,6 +21,7 @@ from harness.guard.checks import TORCH_DTYPE_NAMES, lm_head_dtype
 from harness.launch_flags import flag_value
 from harness.metrics.model_bytes import DTYPE_BYTES, WeightDtypes
 from harness.metrics.roofline import ROOFLINE_UNITS, Roofline, ceiling, decode_roofline
+from harness.records.manifest import RunRecord
 
 # Quantization method names (SGLang/vLLM `--quantization`, checkpoint `quant_method`/`quant_algo`).
 QUANT_DTYPES = {"fp8": "fp8", "w8a8_fp8": "fp8", "modelopt_fp8": "fp8", "fbgemm_fp8": "fp8", "mxfp4": "mxfp4",
@@ -38,26 +39,23 @@ class RooflineInputs:
     peak_gbps: float | None = None
 
 
-def served_facts(manifest: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str], list[str]]:
-    """(server facts, launch environment, launch args) of a run: SGLang's /server_info, and the
-    profile's environment and flags where a profile was used."""
-    profile = manifest.get("profile") or {}
-    launch = profile.get("launch") or {}
-    return ((manifest.get("server") or {}).get("server_info") or {}, launch.get("env") or {},
-            [str(a) for a in launch.get("args") or []])
+def served_facts(record: RunRecord) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """(dtype facts, launch environment, launch args) of a run: the engine's normalised facts
+    (`EngineFacts.dtypes`), and the profile's environment and flags where a profile was used."""
+    launch = (record.profile or {}).get("launch") or {}
+    return record.facts.dtypes(), launch.get("env") or {}, [str(a) for a in launch.get("args") or []]
 
 
-def model_dir(manifest: Mapping[str, Any]) -> str | None:
-    """The checkpoint folder the run's server serves, as recorded."""
-    server = manifest.get("server") or {}
-    served = ((server.get("models") or {}).get("data") or [{}])[0]
-    return ((manifest.get("launched_server") or {}).get("model_dir") or (server.get("server_info") or {}).get(
-        "model_path") or served.get("root"))
+def model_dir(record: RunRecord) -> str | None:
+    """The checkpoint folder the run's server serves, as recorded: the launched folder, else the
+    model the engine's facts name."""
+    return (record.launched_server or {}).get("model_dir") or record.facts.model
 
 
-def load_model_config(manifest: Mapping[str, Any], given: Path | None) -> tuple[dict[str, Any], str]:
+def load_model_config(record: RunRecord, given: Path | None) -> tuple[dict[str, Any], str]:
     """The model's config.json and where it was read; ({}, why not) when none is on this machine."""
-    path = Path(given) if given else (Path(model_dir(manifest)) / "config.json" if model_dir(manifest) else None)
+    folder = model_dir(record)
+    path = Path(given) if given else (Path(folder) / "config.json" if folder else None)
     if path is None or not path.is_file():
         return {}, f"no config.json on this machine ({path or 'the run names no model folder'}; pass --model-config)"
     return json.loads(path.read_text(encoding="utf-8")), str(path)
@@ -93,13 +91,13 @@ def kv_dtype(info: Mapping[str, Any], args: list[str], unquantized: str) -> str:
     return KV_DTYPES.get(name, unquantized)
 
 
-def power_device(manifest: Mapping[str, Any]) -> str | None:
+def power_device(record: RunRecord) -> str | None:
     """The device NVML named during the run (the first GPU sensor), else None."""
-    sensors = (manifest.get("power") or {}).get("sensors") or []
+    sensors = (record.power or {}).get("sensors") or []
     return next((s["device"] for s in sensors if s.get("domain") == "gpu"), None)
 
 
-def run_roofline(manifest: Mapping[str, Any], summary: Mapping[str, float], context_tokens: float,
+def run_roofline(record: RunRecord, summary: Mapping[str, float], context_tokens: float,
                  inputs: RooflineInputs = RooflineInputs()) -> tuple[Roofline | None, str]:
     """The run's roofline and where its config came from, or (None, why not).
 
@@ -109,13 +107,13 @@ def run_roofline(manifest: Mapping[str, Any], summary: Mapping[str, float], cont
     """
     if math.isfinite(summary.get("accept_length_token_weighted", math.nan)):
         return None, "speculative run: one round verifies several positions; see verify_cost_ratio"
-    config, source = load_model_config(manifest, inputs.model_config)
+    config, source = load_model_config(record, inputs.model_config)
     if not config:
         return None, source
-    info, env, args = served_facts(manifest)
+    info, env, args = served_facts(record)
     dtypes, notes = weight_dtypes(config, info, env, args)
     step_ms = 1000 / summary.get("decode_throughput_aggregate", math.nan)
-    peak = ceiling(power_device(manifest), inputs.peak_gbps)
+    peak = ceiling(power_device(record), inputs.peak_gbps)
     return decode_roofline(config, dtypes, step_ms, context_tokens, kv_dtype(info, args, dtypes.unquantized), peak,
                            notes), source
 

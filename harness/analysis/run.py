@@ -20,6 +20,7 @@ import pandas as pd
 
 from harness.analysis.acceptance import RunHistogram, position_rows, run_histogram
 from harness.analysis.roofline import RooflineInputs, roofline_values, run_roofline
+from harness.facts import EngineFacts
 from harness.metrics import SUMMARY_COLUMNS, derive_requests
 from harness.metrics.catalogue import CATALOGUE
 from harness.metrics.energy import run_energy
@@ -27,6 +28,7 @@ from harness.metrics.roofline import ROOFLINE_UNITS, Roofline
 from harness.metrics.summary import ok_requests, summarize_derived
 from harness.metrics.values import floats
 from harness.power.sampler import load_power_samples
+from harness.records.manifest import RunRecord
 from harness.records.requests import load_requests
 from harness.records.rundir import engine_and_api, load_manifest, seen_status
 from harness.run.label import concurrency_of, run_label
@@ -55,6 +57,16 @@ class Run:
     @property
     def run_id(self) -> str:
         return self.manifest["run_id"]
+
+    @property
+    def record(self) -> RunRecord:
+        """The manifest as a typed record (`harness.records.manifest`), read as it is now."""
+        return RunRecord.of(self.manifest, f"{self.path}/manifest.json")
+
+    @cached_property
+    def facts(self) -> EngineFacts:
+        """The server's normalised facts (derived from the raw snapshot for a run recorded before them)."""
+        return self.record.facts
 
     @property
     def workload(self) -> str:
@@ -153,7 +165,7 @@ class Run:
         `mean(prompt_tokens + completion_tokens / 2)` tokens, or None and why not."""
         values = self.speed[self.speed["stat"] == "value"].set_index("metric")["value"]
         context = (floats(self.requests["prompt_tokens"]) + floats(self.requests["completion_tokens"]) / 2).mean()
-        return run_roofline(self.manifest, values.to_dict(), float(context), self.inputs)
+        return run_roofline(self.record, values.to_dict(), float(context), self.inputs)
 
     @cached_property
     def summary(self) -> pd.DataFrame:

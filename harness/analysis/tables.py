@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 
 from harness.analysis.run import Run
+from harness.facts import NOT_EXPORTED
 from harness.metrics.catalogue import headline_stats
 from harness.metrics.integrity import FLAGS, integrity_warning
 
@@ -29,6 +30,17 @@ def power_note(manifest: dict) -> str:
     sensors = ", ".join(f"{s['sensor']} {s['device']}" for s in power["sensors"])
     methods = "; ".join(dict.fromkeys(s["method"] for s in power["sensors"]))
     return f"{sensors}: {methods}; every {power['interval_ms']:g} ms, {power.get('samples', 0)} samples"
+
+
+def counter_note(manifest: dict) -> str:
+    """The server's speculative counters over the measured requests (and their accept length), or
+    NOT_EXPORTED when the engine keeps none: a missing counter is never shown as zero."""
+    counters = manifest.get("server_counters") or {}
+    delta, length = counters.get("delta"), counters.get("accept_length")
+    if not delta:
+        return NOT_EXPORTED
+    text = ", ".join(f"{name.replace('_', ' ')} {value:g}" for name, value in delta.items())
+    return text + ("" if length is None else f"; accept length {length:.3f}")
 
 
 def stream_warning(summary: pd.DataFrame) -> str | None:
@@ -58,7 +70,9 @@ def format_run_summary(run: Run, full: bool = False) -> str:
     lines = [f"\nrun {run.run_id}  label={run.label!r}  concurrency={run.concurrency}  status={manifest['status']}  "
              f"requests={manifest.get('requests_recorded')}  workload={run.workload}"]
     lines += [warning for warning in [stream_warning(summary)] if warning]
-    lines += [f"scale: {manifest.get('scale')}", f"energy: {power_note(manifest)}"]
+    lines += [f"scale: {manifest.get('scale')}", f"energy: {power_note(manifest)}",
+              f"server: {run.facts.shown('engine')} {run.facts.shown('version')}, model {run.facts.shown('model')}",
+              f"speculative counters (server): {counter_note(manifest)}"]
     roofline, why = run.roofline
     lines += [f"roofline (config: {why})", *roofline.lines()] if roofline else [f"roofline: not computed ({why})"]
     with pd.option_context("display.width", 160, "display.max_rows", 500, "display.float_format", "{:.3f}".format):

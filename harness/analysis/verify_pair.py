@@ -19,7 +19,7 @@ def speculates(derived) -> bool:
 
 def is_verify_pair(base, cand) -> bool:
     """A non-speculative baseline and a speculative candidate of the same workload and model."""
-    same_model = model_dir(base.manifest) == model_dir(cand.manifest)
+    same_model = model_dir(base.record) == model_dir(cand.record)
     return (base.workload == cand.workload and same_model and not speculates(base.derived)
             and speculates(cand.derived))
 

@@ -35,6 +35,7 @@ from harness.engines.prometheus import spec_decode_counters
 from harness.engines.registry import Engine, register, register_api
 from harness.engines.sse import DONE, Session, post_sse
 from harness.engines.stream import NO_DEADLINES, Deadlines, collect
+from harness.facts import SPECULATIVE_FACT_KEYS
 from harness.launch_flags import flag_value
 from harness.spec import Prompt, sampling_fields
 
@@ -49,8 +50,6 @@ FINISH_REASONS = {"limit": "length", "eos": "stop", "word": "stop"}
 SPEC_TYPE_FLAG = "--spec-type"
 DRAFT_MAX_FLAGS = ("--spec-draft-n-max", "--draft-max", "--draft", "--draft-n")
 DEFAULT_DRAFT_MAX = 3
-SPECULATIVE_FACT_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_num_draft_tokens",
-                         "speculative_eagle_topk")
 LLAMACPP_SAMPLING = {"max_new_tokens": "n_predict"}  # its names where they differ from ours (`sampling_fields`)
 MODEL_FILE = "model.gguf"  # in a GGUF model folder (see `model_args`)
 
@@ -203,6 +202,7 @@ class LlamaCppEngine(Engine):
 
     name = "llamacpp"
     native_api = "llamacpp"
+    metrics_prefix = METRICS_PREFIX
     model_flag = "-m"
     detect_order = 40  # its /props is its own; it serves /v1/models too, as every OpenAI server does
 

@@ -24,7 +24,7 @@ from harness.engines.base import (
     answers_json,
 )
 from harness.engines.prometheus import SPEC_COUNTER_PREFIX, parse_metrics, scrape, spec_decode_counters
-from harness.engines.registry import Engine, register, register_api
+from harness.engines.registry import Engine, meta_reader, register, register_api
 from harness.engines.sse import Session, post_sse
 from harness.engines.stream import NO_DEADLINES, Deadlines, collect
 from harness.errors import SparkbenchError
@@ -230,12 +230,16 @@ class OpenAIBackend:
         return "not flushed (block-level prefix cache; distinct first tokens defeat it)"
 
     async def counters(self, http: Session, base_url: str) -> dict[str, float] | None:
-        """vLLM's speculative counters now (drafts, draft_tokens, accepted_tokens); None without /metrics."""
+        """The engine's speculative counters now (drafts, draft_tokens, accepted_tokens), under its
+        adapter's metric prefix; None when it exports none (no /metrics, or not these counters)."""
+        prefix = meta_reader(self.engine).metrics_prefix
+        if prefix is None:
+            return None
         try:
             resp = await http.get(f"{base_url}/metrics")
         except httpx.HTTPError as exc:
             raise ServerUnreachable(f"{base_url}/metrics stopped answering ({type(exc).__name__})") from exc
-        return spec_decode_counters(resp.text) if resp.status_code == 200 else None
+        return spec_decode_counters(resp.text, prefix) if resp.status_code == 200 else None
 
 
 @register

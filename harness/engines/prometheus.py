@@ -72,9 +72,11 @@ def parse_metrics(text: str) -> dict[Sample, float]:
     return samples
 
 
-def metric_total(samples: dict[Sample, float], name: str) -> float:
-    """Sum of `name` over all its label sets (one per model, engine, ...); 0.0 when absent."""
-    return sum(value for (sample_name, _), value in samples.items() if sample_name == name)
+def metric_total(samples: dict[Sample, float], name: str) -> float | None:
+    """Sum of `name` over all its label sets (one per model, engine, ...); None when the server
+    does not export it (a missing counter is not a zero)."""
+    values = [value for (sample_name, _), value in samples.items() if sample_name == name]
+    return sum(values) if values else None
 
 
 def per_position_totals(samples: dict[Sample, float], name: str) -> dict[str, float]:
@@ -88,18 +90,19 @@ def per_position_totals(samples: dict[Sample, float], name: str) -> dict[str, fl
     return dict(sorted(totals.items(), key=lambda item: int(item[0].removeprefix(POSITION_KEY))))
 
 
-def spec_decode_counters(text: str, prefix: str = "vllm:") -> dict[str, float]:
+def spec_decode_counters(text: str, prefix: str) -> dict[str, float] | None:
     """Speculative totals since server start (drafts, draft_tokens, accepted_tokens, and
     `accepted_tokens_pos_<k>` where the engine counts acceptance per position) of the engine whose
-    metric names start with `prefix`."""
+    metric names start with `prefix`: those it exports; None when it exports none."""
     samples = parse_metrics(text)
     totals = {short: metric_total(samples, prefix + name) for short, name in SPEC_COUNTERS.items()}
-    return totals | per_position_totals(samples, prefix + PER_POSITION_COUNTER)
+    exported = {short: total for short, total in totals.items() if total is not None}
+    return (exported | per_position_totals(samples, prefix + PER_POSITION_COUNTER)) or None
 
 
 def counter_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    """What accumulated between two readings of the same counters."""
-    return {key: after[key] - before.get(key, 0.0) for key in after}
+    """What accumulated between two readings, of the counters both readings hold."""
+    return {key: after[key] - before[key] for key in after if key in before}
 
 
 def accept_length_from_counters(delta: dict[str, float]) -> float | None:

@@ -28,6 +28,7 @@ from harness.engines.base import Backend, ServerHTTPError
 from harness.engines.meta import NO_SPECULATION
 from harness.engines.scoring import ScoredTokens, cannot_score
 from harness.errors import SparkbenchError
+from harness.facts import EngineFacts
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 ENGINES: dict[str, Engine] = {}
@@ -45,6 +46,9 @@ class Engine:
     launchable: ClassVar[bool] = True  # profiles may launch it (a generic server has no launcher)
     model_flag: ClassVar[str] = "--model"  # how its launcher is told the checkpoint folder
     testbed_remove_after_install: ClassVar[tuple[str, ...]] = ()  # packages that break its test-bed env
+    # The prefix of its Prometheus metric names, where it exports the speculative counters
+    # (`harness.engines.prometheus.SPEC_COUNTERS`); None: it exports none.
+    metrics_prefix: ClassVar[str | None] = None
 
     def detect(self, http: httpx.Client, base_url: str) -> bool:
         """Whether the server at `base_url` runs this engine (asked through `http`)."""
@@ -71,6 +75,17 @@ class Engine:
         """The flat facts the guard checks (SGLang's /server_info vocabulary), from the server's
         snapshot and the profile's launch arguments."""
         return {}
+
+    def facts(self, snapshot: dict[str, Any], launch_args: tuple[str, ...] = ()) -> EngineFacts:
+        """The server's normalised facts (`harness.facts`) for the manifest: what `server_facts`
+        says, and where that is silent, what an OpenAI API snapshot lists (`/version`, the first
+        model's folder or name). What neither says stays None: not exported."""
+        facts = EngineFacts.from_flat(self.name, self.server_facts(snapshot, launch_args))
+        listed = ((snapshot.get("models") or {}).get("data") or [{}])[0]
+        version = snapshot.get("version")
+        version = version.get("version") if isinstance(version, dict) else None
+        return facts.model_copy(update={"model": facts.model or listed.get("root") or listed.get("id"),
+                                        "version": facts.version or (None if version is None else str(version))})
 
     def launcher(self, program: Path, module: str) -> list[str]:
         """The start of the server's command line: `program -m module`, where `program` is the

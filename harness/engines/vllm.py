@@ -21,11 +21,10 @@ from harness.engines.openai import MODELS_PATH, first_model_id
 from harness.engines.registry import Engine, register
 from harness.engines.scoring import CannotScore, ScoredTokens, post_json, read_answer
 from harness.errors import SparkbenchError
+from harness.facts import SPECULATIVE_FACT_KEYS, EngineFacts
 from harness.launch_flags import flag_value
 
 TOKEN_ID_PREFIX = "token_id:"
-SPECULATIVE_FACT_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_num_draft_tokens",
-                         "speculative_eagle_topk")
 
 
 def vllm_server_times_ms(meta: dict[str, Any]) -> tuple[float, float]:
@@ -85,6 +84,7 @@ class VLLMEngine(Engine):
     """vLLM through its OpenAI API."""
 
     name = "vllm"
+    metrics_prefix = "vllm:"
     # Packages its CPU wheel pulls in that break beside its torch build and that it never uses.
     testbed_remove_after_install = ("torchvision", "torchaudio", "torchcodec")
 
@@ -104,10 +104,18 @@ class VLLMEngine(Engine):
         return vllm_speculation(meta)
 
     def server_facts(self, snapshot: dict[str, Any], launch_args: tuple[str, ...]) -> dict[str, Any]:
-        """Launch flags and `/version`; the checkpoint folder it serves is each model's `root`."""
+        """Launch flags and `/version`; the checkpoint folder it serves is each model's `root`, and
+        its tokenizer that folder unless `--tokenizer` names another."""
         version = (snapshot.get("version") or {}).get("version")
-        served = (snapshot.get("models") or {}).get("data") or [{}]
-        return {**vllm_server_facts(launch_args, version), "model_path": served[0].get("root")}
+        root = ((snapshot.get("models") or {}).get("data") or [{}])[0].get("root")
+        return {**vllm_server_facts(launch_args, version), "model_path": root,
+                "tokenizer_path": flag_value(launch_args, "--tokenizer") or root}
+
+    def facts(self, snapshot: dict[str, Any], launch_args: tuple[str, ...] = ()) -> EngineFacts:
+        """As `server_facts`, but without launch flags its speculative settings are not exported:
+        vLLM serves them nowhere, and no flags is not the same as no speculation."""
+        facts = super().facts(snapshot, launch_args)
+        return facts if launch_args else facts.model_copy(update={"speculative": None})
 
     def launch_args(self, model_dir: Path, served_model_name: str | None = None) -> list[str]:
         """`--served-model-name NAME` (default: the model folder's name), the name requests use."""

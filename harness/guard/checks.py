@@ -21,13 +21,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness.facts import SPECULATIVE_KEYS
 from harness.guard.profiles import Profile
 
 FP8_LM_HEAD_ENV = "SGLANG_ENABLE_FP8_LM_HEAD"
 # The profile's names for speculative settings -> the server-info keys they are compared with.
-SPECULATIVE_SERVER_KEYS = {"algorithm": "speculative_algorithm", "num_steps": "speculative_num_steps",
-                           "num_draft_tokens": "speculative_num_draft_tokens",
-                           "eagle_topk": "speculative_eagle_topk"}
+SPECULATIVE_SERVER_KEYS = SPECULATIVE_KEYS
 PLAIN_SERVER_KEYS = ("enable_fp32_lm_head", "moe_runner_backend", "quantization", "attention_backend")
 # SGLang resolves NEXTN to the EAGLE worker and reports the resolved name in /server_info.
 ALGORITHM_ALIASES = {"NEXTN": "EAGLE"}

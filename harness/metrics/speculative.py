@@ -52,12 +52,21 @@ def accept_length_request_weighted(derived: pd.DataFrame) -> float:
     return float(lengths.mean()) if len(lengths) else math.nan
 
 
+def accept_length_parts(derived: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per request, the numerator and denominator of `accept_length_token_weighted`:
+    (accept_length * verify_rounds, verify_rounds), both 0 for a request without speculation.
+    Compare resamples these pairs for its interval."""
+    rounds = derived["verify_rounds"].to_numpy(dtype=float)
+    tokens = derived["accept_length"].to_numpy(dtype=float) * rounds
+    keep = np.isfinite(tokens) & (rounds > 0)
+    return np.where(keep, tokens, 0.0), np.where(keep, rounds, 0.0)
+
+
 def accept_length_token_weighted(derived: pd.DataFrame) -> float:
     """Run accept length, tokens/round: `sum(accept_length * verify_rounds) / sum(verify_rounds)`.
 
     That is total tokens over total rounds (for SGLang the numerator is the completion tokens), so
     long requests weigh in proportion to their rounds. NaN when no request reports rounds.
     """
-    rows = derived[["accept_length", "verify_rounds"]].dropna()
-    rounds = rows["verify_rounds"].sum()
-    return float((rows["accept_length"] * rows["verify_rounds"]).sum() / rounds) if rounds > 0 else math.nan
+    tokens, rounds = accept_length_parts(derived)
+    return float(tokens.sum() / rounds.sum()) if rounds.sum() > 0 else math.nan

@@ -45,12 +45,20 @@ def output_throughput(derived: pd.DataFrame) -> float:
     return float(ratio(np.nansum(floats(derived["completion_tokens"])), run_span_s(derived)))
 
 
+def decode_throughput_parts(derived: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per request, the numerator and denominator of `decode_throughput_aggregate`:
+    (completion_tokens - 1, decode_ms / 1000), both 0 for a request with fewer than two tokens or no
+    decode time. Compare resamples these pairs for its interval."""
+    completion, decode = floats(derived["completion_tokens"]), derived["decode_ms"].to_numpy(dtype=float)
+    keep = (completion > 1) & np.isfinite(decode)
+    return np.where(keep, completion - 1, 0.0), np.where(keep, decode / 1000, 0.0)
+
+
 def decode_throughput_aggregate(derived: pd.DataFrame) -> float:
     """Pooled decode rate, tok/s: `sum(completion_tokens - 1) / sum(decode_ms / 1000)` over requests
     with at least two tokens. Long requests weigh in proportion to their decode time."""
-    completion, decode = floats(derived["completion_tokens"]), derived["decode_ms"].to_numpy(dtype=float)
-    keep = (completion > 1) & np.isfinite(decode)
-    return float(ratio((completion[keep] - 1).sum(), decode[keep].sum() / 1000))
+    tokens, seconds = decode_throughput_parts(derived)
+    return float(ratio(tokens.sum(), seconds.sum()))
 
 
 def decode_throughput_mean_of_requests(derived: pd.DataFrame) -> float:

@@ -19,11 +19,12 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from harness.analysis.compare import accept_parts, decode_parts
 from harness.analysis.reference import QUOTED, ladder, ladder_provenance, load_reference, published_gains
 from harness.analysis.run import Run
 from harness.analysis.stats import bootstrap_ratio_of_sums
 from harness.metrics.energy import DOMAINS
+from harness.metrics.speculative import accept_length_parts
+from harness.metrics.summary import decode_throughput_parts
 from harness.records.rundir import SCALE_LABEL
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
@@ -76,7 +77,7 @@ def plot_decode_throughput(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     ax = fig.add_subplot()
     right = 0.0
     for i, run in enumerate(runs):
-        point, low, high = bootstrap_ratio_of_sums(*decode_parts(run.measured))
+        point, low, high = bootstrap_ratio_of_sums(*decode_throughput_parts(run.measured))
         err = [[point - low], [high - point]] if np.isfinite(low) else None
         ax.barh(i, point, xerr=err, color=_color(i), capsize=6, height=0.6)
         end = np.nanmax([point, high, 0.0])
@@ -185,7 +186,7 @@ def plot_accept_length(runs: Sequence[Run], out_dir: Path) -> list[Path]:
             ax.set_yticks([])
             continue
         _histogram(ax, lengths, _color(i))
-        num, den = accept_parts(run.measured)
+        num, den = accept_length_parts(run.measured)
         weighted = num.sum() / den.sum()
         ax.axvline(weighted, color="black", ls="--", label=f"token-weighted {weighted:.3g} tokens/round")
         ax.set_ylabel("requests")

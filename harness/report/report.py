@@ -28,7 +28,7 @@ from harness.analysis.reference import provenance_notes, reference_table, refere
 from harness.analysis.roofline import RooflineInputs
 from harness.analysis.run import Run
 from harness.analysis.shapes import ShapeGroup, compare_by_shape, shape_text
-from harness.analysis.tables import headline, power_note, run_warnings
+from harness.analysis.tables import counter_note, headline, power_note, run_warnings
 from harness.metrics.roofline import Roofline
 from harness.records.rundir import SCALE_LABEL
 from harness.report.category_plots import (
@@ -77,14 +77,14 @@ LEGEND = ("change = value / baseline - 1 (accuracy: difference in percentage poi
 def manifest_facts(run: Run) -> dict[str, str]:
     """The provenance a reader needs first, as strings (missing facts say so)."""
     m = run.manifest
-    info = (m.get("server") or {}).get("server_info") or {}
     sampling = m.get("sampling") or {}
     return {
         "run_id": m.get("run_id", ""), "label": run.label, "concurrency": str(run.concurrency),
         "status": run.status, "error": str(m.get("error")), "scale": str(m.get("scale")),
         "workload": m.get("workload", {}).get("name", ""), "requests recorded": str(m.get("requests_recorded")),
-        "server version": str(info.get("version", "not recorded")), "engine / api": " / ".join(map(str, run.engine_and_api)),
-        "server URL": str(m.get("server_url")), "model": str(info.get("model_path", "not recorded")),
+        "server version": run.facts.shown("version"), "engine / api": " / ".join(map(str, run.engine_and_api)),
+        "server URL": str(m.get("server_url")), "model": run.facts.shown("model"),
+        "speculative decoding": run.facts.speculation_shown(), "speculative counters (server)": counter_note(m),
         "started / ended": f"{m.get('started_at')} / {m.get('ended_at')}",
         "harness commit": str((m.get("git") or {}).get("commit")),
         "sampling": json.dumps(sampling, sort_keys=True),

@@ -1,7 +1,7 @@
 """The sweep folder `results/sweeps/<sweep_id>/`: its manifest `sweep.json`, and one folder per cell.
 
 Each cell `cells/<cell_id>/` holds the cell's ordinary run directory (made by the run path,
-`harness.run.bench`), so `sparkbench summarize`, `compare` and `report` read cells like any run.
+`harness.session.run`), so `sparkbench summarize`, `compare` and `report` read cells like any run.
 The manifest holds the resolved config, provenance, and each cell's status, run directory and
 error; only the process that drives the sweep writes it, after each cell, atomically. The sweep's
 folder is named `sweep.json`, not `manifest.json`, so nothing takes the sweep for a run.

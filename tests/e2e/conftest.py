@@ -9,7 +9,9 @@ session starts and stops its own servers.
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -169,6 +171,19 @@ def processes_serving_port(port: str) -> str:
     found = subprocess.run(["pgrep", "-a", "-f", "--", f"--port {port}( |$)"], capture_output=True, text=True)
     assert found.returncode in (0, 1), found.stderr  # 1: nothing matched; anything else: pgrep failed
     return found.stdout
+
+
+def report_facts(run_dir: Path, out: Path) -> dict[str, str]:
+    """`sparkbench report RUN_DIR` as a user runs it; the run's facts table in report.md, as
+    {fact: value} with the Markdown escapes undone."""
+    done = sparkbench("report", str(run_dir), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    facts: dict[str, str] = {}
+    for line in (out / "report.md").read_text(encoding="utf-8").splitlines():
+        cells = [html.unescape(re.sub(r"\\(.)", r"\1", cell.strip())) for cell in line.strip().strip("|").split(" | ")]
+        if line.startswith("| ") and len(cells) == 2:
+            facts.setdefault(cells[0], cells[1])
+    return facts
 
 
 def only_run_dir(results: Path) -> Path:

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import math
 
+import httpx
 import pandas as pd
 import pytest
 
-from tests.e2e.conftest import only_run_dir, sparkbench, synthetic_args
+from harness.engines.prometheus import SPEC_COUNTERS
+from tests.e2e.conftest import only_run_dir, report_facts, sparkbench, synthetic_args
 
 INPUT, OUTPUT, PROMPTS = 512, 128, 3
 SYNTH_PROMPTS, SYNTH_OUTPUT, DRAFT_MAX = 4, 1024, 3
@@ -42,6 +44,33 @@ def plain_run(llamacpp_server, tmp_path_factory):
 @pytest.fixture(scope="module")
 def draft_run(llamacpp_draft_server, tmp_path_factory):
     return _synthetic(llamacpp_draft_server, tmp_path_factory.mktemp("draft"))
+
+
+@pytest.fixture(scope="module")
+def openai_draft_run(llamacpp_draft_server, tmp_path_factory):
+    return _synthetic(llamacpp_draft_server, tmp_path_factory.mktemp("openai"), PROMPTS, OUTPUT, "--backend", "openai")
+
+
+def test_the_report_names_the_servers_version_and_model(plain_run, llamacpp_server, tmp_path):
+    props = httpx.get(f"{llamacpp_server.base_url}/props").json()  # the server's own word
+    facts = report_facts(plain_run, tmp_path)
+    assert (facts["server version"], facts["model"]) == (str(props["build_info"]), props["model_path"])
+    assert facts["speculative decoding"] == "none"  # each /slots entry says so
+
+
+def test_through_the_openai_api_what_it_does_not_say_is_not_exported(openai_draft_run, llamacpp_draft_server,
+                                                                        tmp_path):
+    manifest = json.loads((openai_draft_run / "manifest.json").read_text())
+    assert (manifest["engine"], manifest["api"]) == ("llamacpp", "openai")
+    # Its counters under its own names: the drafting rounds it counted, where this API once stored
+    # 0/0/0 read from vLLM's names.
+    metrics = httpx.get(f"{llamacpp_draft_server.base_url}/metrics").text
+    assert set(manifest["server_counters"]["after"]) == {
+        short for short, name in SPEC_COUNTERS.items() if f"llamacpp:{name}" in metrics}
+    assert manifest["server_counters"]["delta"]["drafts"] > 0
+    facts = report_facts(openai_draft_run, tmp_path)
+    assert facts["speculative decoding"] == "not exported"  # the OpenAI API does not say; /slots is not read
+    assert facts["model"] == httpx.get(f"{llamacpp_draft_server.base_url}/v1/models").json()["data"][0]["id"]
 
 
 def test_detected_and_counted_from_the_servers_running_count(plain_run):

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 import pandas as pd
 import pytest
 
-from tests.e2e.conftest import only_run_dir, sparkbench, synthetic_args
+from tests.e2e.conftest import only_run_dir, report_facts, sparkbench, synthetic_args
 
 INPUT, OUTPUT, PROMPTS = 512, 128, 3
 SPEC_COLUMNS = ["accept_length", "verify_rounds", "accepted_draft_tokens", "proposed_draft_tokens", "accept_rate"]
@@ -44,6 +45,15 @@ def test_counts_come_from_usage_and_match_the_request(plain_run):
     assert (table["completion_tokens"] == OUTPUT).all()
     assert (table["prompt_tokens"] == INPUT).all()
     assert (table["cached_tokens"] == 0).all()
+
+
+def test_the_report_names_the_servers_version_and_model(plain_run, vllm_server, tmp_path):
+    version = httpx.get(f"{vllm_server.base_url}/version").json()["version"]  # the server's own word
+    facts = report_facts(plain_run, tmp_path)
+    assert facts["server version"] == version
+    assert Path(facts["model"]).resolve() == Path(vllm_server.model_dir).resolve()
+    # Attached by URL, with no profile's flags: vLLM serves its speculative settings nowhere.
+    assert facts["speculative decoding"] == "not exported"
 
 
 def test_without_speculation_accept_columns_are_empty(plain_run):

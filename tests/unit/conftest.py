@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from harness.metrics import derive_requests
 from harness.records.requests import COLUMNS, RequestRecord
 
 # A perf_counter_ns reading after ~58 days of uptime: stamps this large catch float rounding.
@@ -74,3 +75,11 @@ def make_record():
 def frame_of():
     """Factory: `frame_of(records)` -> per-request DataFrame."""
     return to_frame
+
+
+@pytest.fixture
+def derive_one(make_record, frame_of):
+    """Derived row of a single record built from the factory's arguments."""
+    def derive(**kwargs) -> pd.Series:
+        return derive_requests(frame_of([make_record(**kwargs)])).iloc[0]
+    return derive

@@ -24,6 +24,7 @@ import pytest
 from harness.engines.base import ServerHTTPError, StreamIncomplete
 from harness.engines.detect import make_backend
 from harness.engines.llamacpp import LlamaCppBackend, llamacpp_server_facts
+from harness.engines.openai import OpenAIBackend
 from harness.engines.registry import detect, engine_named
 from harness.spec import Prompt, SamplingParams
 from tests.fakes.replay import mock_session
@@ -194,5 +195,23 @@ def test_counters_read_llamacpps_speculative_totals():
         async with httpx.AsyncClient(transport=transport) as http:
             return await LlamaCppBackend().counters(http, BASE)
     counters = asyncio.run(go())
-    assert counters == {"drafts": 8.0, "draft_tokens": 23.0, "accepted_tokens": 23.0,
-                        "accepted_tokens_pos_0": 8.0, "accepted_tokens_pos_1": 8.0, "accepted_tokens_pos_2": 7.0}
+    assert counters == DRAFT_COUNTERS
+
+
+DRAFT_COUNTERS = {"drafts": 8.0, "draft_tokens": 23.0, "accepted_tokens": 23.0,
+                  "accepted_tokens_pos_0": 8.0, "accepted_tokens_pos_1": 8.0, "accepted_tokens_pos_2": 7.0}
+
+
+def _openai_counters(engine: str, text: str):
+    async def go():
+        transport = httpx.MockTransport(lambda request: httpx.Response(200, text=text))
+        async with httpx.AsyncClient(transport=transport) as http:
+            return await OpenAIBackend(engine=engine).counters(http, BASE)
+    return asyncio.run(go())
+
+
+def test_through_the_openai_api_the_counters_are_llamacpps_own_and_absent_ones_not_exported():
+    assert _openai_counters("llamacpp", fixture_text("metrics_draft.prom")) == DRAFT_COUNTERS
+    plain = "llamacpp:prompt_tokens_total 120\nllamacpp:tokens_predicted_total 384\n"
+    assert _openai_counters("llamacpp", plain) is None  # not 0/0/0
+    assert _openai_counters("openai", fixture_text("metrics_draft.prom")) is None  # an engine without counters

@@ -64,7 +64,7 @@ def test_parse_handles_escapes_specials_timestamps_and_junk():
 
 
 def test_spec_counters_read_totals_not_created_timestamps():
-    assert spec_decode_counters(capture("metrics_before.prom")) == {
+    assert spec_decode_counters(capture("metrics_before.prom"), "vllm:") == {
         "drafts": 373.0, "draft_tokens": 1069.0, "accepted_tokens": 812.0,
         "accepted_tokens_pos_0": 322.0, "accepted_tokens_pos_1": 273.0, "accepted_tokens_pos_2": 217.0}
 
@@ -73,13 +73,18 @@ def test_spec_counters_sum_over_label_sets():
     text = ('vllm:spec_decode_num_drafts_total{engine="0"} 10\n'
             'vllm:spec_decode_num_drafts_total{engine="1"} 5\n'
             'vllm:spec_decode_num_drafts_created{engine="0"} 1.7e9\n')
-    assert spec_decode_counters(text) == {"drafts": 15.0, "draft_tokens": 0.0, "accepted_tokens": 0.0}
-    assert metric_total(parse_metrics(text), "missing_total") == 0.0
+    assert spec_decode_counters(text, "vllm:") == {"drafts": 15.0}  # the others are not exported: absent
+    assert metric_total(parse_metrics(text), "missing_total") is None
+
+
+def test_an_engine_that_exports_no_spec_counters_has_none_not_zeros():
+    text = 'llamacpp:prompt_tokens_total 120\nvllm:spec_decode_num_drafts_total 3\n'
+    assert spec_decode_counters(text, "llamacpp:") is None
 
 
 def test_counter_delta_matches_the_requests_own_numbers():
-    before = spec_decode_counters(capture("metrics_before.prom"))
-    after = spec_decode_counters(capture("metrics_after.prom"))
+    before = spec_decode_counters(capture("metrics_before.prom"), "vllm:")
+    after = spec_decode_counters(capture("metrics_after.prom"), "vllm:")
     delta = counter_delta(before, after)
     specs = [per_request_spec(name) for name in STREAMS]
     # Every accepted token was accepted at one position: the per-position deltas add up.

@@ -12,6 +12,7 @@ from harness.analysis.reference import LING_FACTS
 from harness.analysis.roofline import RooflineInputs, run_roofline, weight_dtypes
 from harness.metrics.model_bytes import WeightDtypes, attention_parameters, kv_cache_bytes, weight_parts
 from harness.metrics.roofline import ceiling, decode_roofline, find_device
+from harness.records.manifest import RunRecord
 
 LLAMA = {"num_hidden_layers": 2, "hidden_size": 128, "intermediate_size": 512, "vocab_size": 1000,
          "num_attention_heads": 4, "num_key_value_heads": 2, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
@@ -114,11 +115,12 @@ def test_served_dtypes_from_server_facts_and_checkpoint():
 
 def test_run_roofline_needs_a_config_and_a_plain_decode_step(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(LLAMA))
-    manifest = {"launched_server": {"model_dir": str(tmp_path)}, "server": {"server_info": {}}}
+    manifest = RunRecord.of({"run_id": "r", "workload": {"name": "synthetic"}, "engine": "sglang",
+                             "launched_server": {"model_dir": str(tmp_path)}, "server": {"server_info": {}}})
     summary = {"decode_throughput_aggregate": 500.0, "accept_length_token_weighted": math.nan}
     roofline, source = run_roofline(manifest, summary, 1000, RooflineInputs(peak_gbps=50))
     assert source.endswith("config.json") and roofline.step_ms == 2.0 and roofline.peak_gbps == 50
     speculative, why = run_roofline(manifest, {**summary, "accept_length_token_weighted": 3.0}, 1000)
     assert speculative is None and "verify_cost_ratio" in why
-    missing, why = run_roofline({"server": {}}, summary, 1000)
+    missing, why = run_roofline(RunRecord.of({"run_id": "r", "workload": {"name": "synthetic"}}), summary, 1000)
     assert missing is None and "--model-config" in why
