@@ -27,6 +27,7 @@ from pydantic import Field, field_validator
 from harness.chat import conversation_prompt, load_template
 from harness.config import PathText
 from harness.errors import SparkbenchError
+from harness.facts import EngineFacts
 from harness.spec import Prompt, SamplingParams
 from workloads import WorkloadConfig
 
@@ -139,22 +140,21 @@ class SpecBenchWorkload:
         }
 
 
-def tokenizer_folder(snapshot: dict, model_dir: Path | None) -> Path | None:
-    """Where the served model's tokenizer is: the launched model folder, else what the server says
-    it serves (SGLang's `tokenizer_path`, vLLM's model `root`, llama.cpp's GGUF file's folder)."""
+def tokenizer_folder(facts: EngineFacts, model_dir: Path | None) -> Path | None:
+    """Where the served model's tokenizer is: the launched model folder, else what the server's facts
+    say (its tokenizer path: SGLang's `tokenizer_path`, vLLM's model `root`), else the folder of the
+    GGUF file it serves (llama.cpp)."""
     if model_dir is not None:
         return Path(model_dir)
-    sglang = (snapshot.get("server_info") or {}).get("tokenizer_path")
-    vllm = (((snapshot.get("models") or {}).get("data") or [{}])[0]).get("root")
-    gguf = (snapshot.get("props") or {}).get("model_path")
-    found = sglang or vllm or (str(Path(gguf).parent) if gguf else None)
-    return Path(found) if found else None
+    if facts.tokenizer_path:
+        return Path(facts.tokenizer_path)
+    return Path(facts.model).parent if facts.model and facts.model.endswith(".gguf") else None
 
 
 def make_specbench(config: SpecBenchConfig, model_dir: Path | None):
-    """A factory the runner calls with the server's snapshot, which names the tokenizer to read."""
-    def build(snapshot: dict) -> SpecBenchWorkload:
-        folder = config.tokenizer or tokenizer_folder(snapshot, model_dir)
+    """A factory the run builder calls with the server's facts, which name the tokenizer to read."""
+    def build(facts: EngineFacts) -> SpecBenchWorkload:
+        folder = config.tokenizer or tokenizer_folder(facts, model_dir)
         if not config.chat and folder is None:
             raise SparkbenchError("specbench needs the model's chat template: pass --tokenizer DIR, or --chat")
         template = None if config.chat else load_template(folder)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
+from harness.engines.registry import engine_named
 from harness.errors import SparkbenchError
+from harness.facts import EngineFacts
 from workloads.registry import build, config_of
 from workloads.specbench import (
     DATA_FILE,
@@ -86,15 +89,17 @@ def test_warm_up_conversations_are_never_measured_questions():
 
 def test_the_template_comes_from_the_served_models_folder(tmp_path):
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": TEMPLATE["source"]}))
-    assert tokenizer_folder({"server_info": {"tokenizer_path": str(tmp_path)}}, None) == tmp_path
-    assert tokenizer_folder({"models": {"data": [{"root": "/m"}]}}, None).as_posix() == "/m"
-    assert tokenizer_folder({"props": {"model_path": "/g/model.gguf"}}, None).as_posix() == "/g"
-    workload = build("specbench", {}, reduced=True, model_dir=tmp_path).make({})
+    said = {"sglang": {"server_info": {"tokenizer_path": str(tmp_path)}},  # what each server's snapshot says,
+            "vllm": {"models": {"data": [{"root": "/m"}]}},  # read by its adapter
+            "llamacpp": {"props": {"model_path": "/g/model.gguf"}}}
+    folders = {engine: tokenizer_folder(engine_named(engine).facts(snapshot), None) for engine, snapshot in said.items()}
+    assert folders == {"sglang": tmp_path, "vllm": Path("/m"), "llamacpp": Path("/g")}
+    workload = build("specbench", {}, reduced=True, model_dir=tmp_path).make(EngineFacts())
     assert workload.template["source"] == TEMPLATE["source"]
 
 
 def test_without_a_template_and_without_the_chat_api_the_run_is_refused():
     plan = build("specbench", {}, reduced=True, model_dir=None)
     with pytest.raises(SparkbenchError, match="--tokenizer DIR, or --chat"):
-        plan.make({})
-    assert build("specbench", {"chat": True}, reduced=True, model_dir=None).make({}).template is None
+        plan.make(EngineFacts())
+    assert build("specbench", {"chat": True}, reduced=True, model_dir=None).make(EngineFacts()).template is None
