@@ -65,8 +65,8 @@ def test_through_the_openai_api_what_it_does_not_say_is_not_exported(openai_draf
     # Its counters under its own names: the drafting rounds it counted, where this API once stored
     # 0/0/0 read from vLLM's names.
     metrics = httpx.get(f"{llamacpp_draft_server.base_url}/metrics").text
-    assert set(manifest["server_counters"]["after"]) == {
-        short for short, name in SPEC_COUNTERS.items() if f"llamacpp:{name}" in metrics}
+    recorded = set(manifest["server_counters"]["after"]) & set(SPEC_COUNTERS)
+    assert recorded == {short for short, name in SPEC_COUNTERS.items() if f"llamacpp:{name}" in metrics}
     assert manifest["server_counters"]["delta"]["drafts"] > 0
     facts = report_facts(openai_draft_run, tmp_path)
     assert facts["speculative decoding"] == "not exported"  # the OpenAI API does not say; /slots is not read
