@@ -85,13 +85,14 @@ def _score_all(run: RunDir, sequences: list[ForcedSequence], servers: dict[str, 
 
 
 def run_agreement(urls: dict[str, str], options: AgreeOptions, results_root: Path,
-                  transport: httpx.BaseTransport | None = None) -> RunDir:
+                  transport: httpx.BaseTransport | None = None, headers: dict[str, str] | None = None) -> RunDir:
     """Score the same forced sequences on both servers; always leave the tables of what was scored.
 
-    `transport` replaces the network (tests serve recorded answers through it)."""
+    `transport` replaces the network (tests serve recorded answers through it); `headers` carry the
+    credentials (`RunSettings.headers`), sent to both servers and written nowhere."""
     workload = GSM8KWorkload(limit=options.limit, offset=options.offset, shot_seed=options.shot_seed)
     timeout = httpx.Timeout(options.request_timeout_s, connect=5.0)
-    with httpx.Client(timeout=timeout, transport=transport) as http:
+    with httpx.Client(timeout=timeout, transport=transport, headers=headers) as http:
         servers = {role: connect(http, urls[role]) for role in ROLES}
         tokenizer = Tokenizer(options.tokenizer or servers["reference"].model_folder(http))
         _check_can_score(servers, http, tokenizer, options.top_k)

@@ -54,7 +54,8 @@ def serve(
 def nightly(
     options: dict,
     config: Annotated[Path, typer.Option(help="Nightly YAML config (see docs/nightly.md).")],
-    server: Annotated[Optional[str], typer.Option(help="Override the config's server URL (every run option below overrides the config's too).")] = None,
+    server: Annotated[Optional[str], typer.Option(help="Override the config's server URL (every run option "
+                                                       "below overrides the config's too).")] = None,
     profile: Annotated[Optional[str], typer.Option(help="Override the config's profile.")] = None,
     pin_baseline: Annotated[bool, typer.Option(help="Pin tonight's runs as the new baseline.")] = False,
 ) -> None:

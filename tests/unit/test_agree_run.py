@@ -162,3 +162,19 @@ class Garbled(FakeSGLang):
 def test_an_answer_of_another_shape_is_one_line_not_a_traceback(tmp_path, tokenizer_dir):
     with pytest.raises(CannotScore, match="answered in an unexpected shape"):
         agree(tmp_path, tokenizer_dir, Garbled(), FakeSGLang())
+
+
+def test_the_api_key_goes_to_both_servers_and_into_no_file(tmp_path, tokenizer_dir):
+    seen = []
+
+    def keyed(server):
+        def answer(request: httpx.Request) -> httpx.Response:
+            seen.append(request.headers.get("authorization"))
+            return server(request)
+        return answer
+
+    transport = httpx.MockTransport(Hosts({"ref": keyed(FakeSGLang()), "cand": keyed(FakeSGLang())}))
+    run = run_agreement(URLS, AgreeOptions(limit=1, tokenizer=tokenizer_dir), tmp_path, transport=transport,
+                        headers={"Authorization": "Bearer k-agree"})
+    assert seen and set(seen) == {"Bearer k-agree"}
+    assert not any("k-agree" in path.read_bytes().decode(errors="replace") for path in run.path.iterdir())
