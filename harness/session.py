@@ -24,6 +24,7 @@ from harness.engines.registry import meta_reader
 from harness.errors import SparkbenchError
 from harness.facts import EngineFacts
 from harness.guard.preflight import GuardReport, prefix_cache_report, startup_guard
+from harness.metrics.load import lag_warning
 from harness.records.manifest import MANIFEST_VERSION
 from harness.records.rundir import RunDir, new_run_id
 from harness.request import RunRequest, RunSwitches, TargetSpec
@@ -155,7 +156,7 @@ def run_manifest(target: Target, backend: Backend, snapshot: dict[str, Any], spe
 
 def _after_run(run: RunDir, target: Target, frame: pd.DataFrame) -> None:
     """Facts only known once requests are on disk (`frame`): stream mode, prefix-cache hits,
-    counters, server log."""
+    counters, an open loop that fell behind its schedule, server log."""
     modes = sorted(set(frame["stream_mode"]) - {"unknown"}) or ["unknown"]
     cached = frame["cached_tokens"].fillna(0)
     hits = int((cached > 0).sum())
@@ -165,6 +166,9 @@ def _after_run(run: RunDir, target: Target, frame: pd.DataFrame) -> None:
         print(f"WARNING: the prefix cache served {int(cached.sum())} prompt tokens across {hits} of "
               f"{len(frame)} requests: prefill was not measured in full (see cached_tokens)",
               file=sys.stderr, flush=True)
+    behind = lag_warning(frame)
+    if behind:
+        print(f"WARNING: {behind}", file=sys.stderr, flush=True)
     if target.embedded and target.embedded.log_path.exists():
         shutil.copy(target.embedded.log_path, run.path / "server.log")
 

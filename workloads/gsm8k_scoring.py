@@ -17,11 +17,11 @@ import json
 import math
 import re
 from decimal import Decimal, InvalidOperation
-from statistics import NormalDist
 
 import pandas as pd
 
 from harness.errors import SparkbenchError
+from harness.metrics.stats import wilson_interval
 from workloads import Scorer
 
 # `####`, optional spaces, then a number holding at least one digit; `$` may sit either side of `-`.
@@ -114,28 +114,6 @@ def score_table(requests: pd.DataFrame) -> pd.DataFrame:
         scored[f"correct_{kind}"] = [answers_match(p, g) for p, g in zip(preds, gold)]
         scored[f"no_answer_{kind}"] = [p is None for p in preds]
     return scored[SCORED_COLUMNS].sort_values("question_index", ignore_index=True)
-
-
-def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion p = successes / n.
-
-        z = Phi^-1((1 + confidence) / 2)            (1.95996... for 95%)
-        center = (p + z^2 / (2n)) / (1 + z^2 / n)
-        half   = z / (1 + z^2 / n) * sqrt(p (1 - p) / n + z^2 / (4 n^2))
-        interval = [center - half, center + half]
-
-    Unlike the normal approximation it stays inside [0, 1] and is not degenerate at p = 0 or 1.
-    Returns (nan, nan) when n == 0.
-    """
-    if n == 0:
-        return math.nan, math.nan
-    z = NormalDist().inv_cdf((1 + confidence) / 2)
-    p = successes / n
-    denominator = 1 + z * z / n
-    center = (p + z * z / (2 * n)) / denominator
-    half = z / denominator * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    # Clamp only float rounding (p = 0 or 1 give a bound of 0 or 1 up to an ulp).
-    return max(0.0, center - half), min(1.0, center + half)
 
 
 def _proportion_rows(metric: str, flags: pd.Series) -> list[dict]:

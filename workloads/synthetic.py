@@ -25,6 +25,7 @@ from workloads.vocab import Vocabulary, load_vocabulary
 
 PUBLISHED_INPUT_TOKENS = 32_768
 PUBLISHED_OUTPUT_TOKENS = 2_048
+WARMUP_FIRST_TOKENS = 64  # first tokens kept for warm-up prompts before those of further measured ones
 
 
 class SyntheticConfig(WorkloadConfig):
@@ -80,6 +81,13 @@ class SyntheticWorkload:
     def prompts(self) -> list[Prompt]:
         first = self._first_tokens(self.num_prompts)
         return self._build(first, range(self.num_prompts), "syn-")
+
+    def more_prompts(self, count: int) -> list[Prompt]:
+        """`count` prompts past the measured ones (an open loop run for a duration): the next bodies,
+        and first tokens from the same draw past those the warm-up may take, so still all distinct."""
+        start = self.num_prompts + WARMUP_FIRST_TOKENS
+        first = self._first_tokens(start + count)[start:]
+        return self._build(first, range(self.num_prompts, self.num_prompts + count), "syn-")
 
     def warmup_prompts(self, count: int) -> list[Prompt]:
         # Warm-up first tokens come after the measured ones in the same draw: never shared.

@@ -40,6 +40,7 @@ from harness.analysis.verify_pair import verify_cost_rows
 from harness.errors import SparkbenchError
 from harness.metrics import length_match_weights, length_matched_throughput
 from harness.metrics.catalogue import CATALOGUE, compared_stats
+from harness.metrics.slo import attainment_parts, goodput_parts
 from harness.metrics.speculative import accept_length_parts
 from harness.metrics.summary import decode_throughput_parts
 
@@ -59,7 +60,11 @@ VERDICT_ALPHA = 0.05  # a McNemar p-value below it makes an accuracy change clea
 
 # Run-level ratios of sums: each metric's numerator and denominator per request, from harness.metrics.
 RATIO_METRICS = {"decode_throughput_aggregate": decode_throughput_parts,
-                 "accept_length_token_weighted": accept_length_parts}
+                 "accept_length_token_weighted": accept_length_parts,
+                 "slo_attainment": attainment_parts, "goodput_rps": goodput_parts}
+# Judged over every request of the measured window, failed ones included (they missed the SLO), and
+# compared unpaired: the other metrics use the ok requests only.
+JUDGED_METRICS = {"slo_attainment", "goodput_rps"}
 
 
 def pairable(base: Run, cand: Run) -> bool:
@@ -155,6 +160,11 @@ def _accuracy_rows(base: Run, cand: Run | None) -> list[dict]:
              "paired": True, "n": flags_c.size, "p_value": mcnemar_exact(*discordant_counts(flags_b, flags_c))}]
 
 
+def _rows_of(run: Run, measured: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The rows a metric is compared over: every judged request for JUDGED_METRICS, else `measured`."""
+    return run.judged if metric in JUDGED_METRICS else measured
+
+
 def _metric_unit(metric: str) -> str:
     return CATALOGUE[metric].unit
 
@@ -167,7 +177,7 @@ def headline_metrics() -> list[tuple[str, str]]:
 
 def baseline_rows(run: Run) -> list[dict]:
     """The baseline's own rows: full-run values, no change."""
-    rows = [{"metric": m, "stat": s, "value": _value(run.measured, m, s), "unit": _metric_unit(m),
+    rows = [{"metric": m, "stat": s, "value": _value(_rows_of(run, run.measured, m), m, s), "unit": _metric_unit(m),
              "n": len(run.measured)} for m, s in headline_metrics()]
     return rows + (_accuracy_rows(run, None) if run.scores is not None else [])
 
@@ -178,9 +188,10 @@ def candidate_rows(base: Run, cand: Run) -> list[dict]:
     base_rows, cand_rows = aligned(base, cand) if paired else (base.measured, cand.measured)
     rows = []
     for metric, stat in headline_metrics():
-        point, low, high = _change(base_rows, cand_rows, metric, stat, paired)
-        rows.append({"metric": metric, "stat": stat, "value": _value(cand_rows, metric, stat),
-                     "unit": _metric_unit(metric), "baseline_value": _value(base_rows, metric, stat),
+        base_of, cand_of = _rows_of(base, base_rows, metric), _rows_of(cand, cand_rows, metric)
+        point, low, high = _change(base_of, cand_of, metric, stat, paired and metric not in JUDGED_METRICS)
+        rows.append({"metric": metric, "stat": stat, "value": _value(cand_of, metric, stat),
+                     "unit": _metric_unit(metric), "baseline_value": _value(base_of, metric, stat),
                      "change": point, "ci95_low": low, "ci95_high": high})
     matched = _length_matched_row(base_rows, cand_rows, paired)
     after = 1 + next(i for i, row in enumerate(rows) if row["metric"] == matched["metric"])

@@ -24,7 +24,10 @@ from harness.facts import EngineFacts
 from harness.metrics import SUMMARY_COLUMNS, derive_requests
 from harness.metrics.catalogue import CATALOGUE
 from harness.metrics.energy import run_energy
+from harness.metrics.load import in_measured_window
 from harness.metrics.roofline import ROOFLINE_UNITS, Roofline
+from harness.metrics.schema import STAT_UNITS
+from harness.metrics.slo import parse_slo, slo_met, slo_values
 from harness.metrics.summary import ok_requests, summarize_derived
 from harness.metrics.values import floats
 from harness.power.sampler import load_power_samples
@@ -142,12 +145,25 @@ class Run:
         if self.scores is not None:
             flags = self.scores[["prompt_id", self.scorer.correct]].rename(columns={self.scorer.correct: "correct"})
             requests = requests.merge(flags, on="prompt_id", how="left")
-        return derive_requests(requests)
+        derived = derive_requests(requests)
+        return derived.assign(slo_met=slo_met(derived, self.slo_targets)) if self.slo_targets else derived
+
+    @property
+    def slo_targets(self) -> dict[str, float]:
+        """The run's SLO targets, {figure: limit in ms} (`--slo`); empty when none were given."""
+        slo = (self.manifest.get("options") or {}).get("slo")
+        return parse_slo(slo) if slo else {}
+
+    @cached_property
+    def judged(self) -> pd.DataFrame:
+        """The derived rows of every request in the measured window (an open-loop run's warm-up and
+        cool-down left out), failed ones included: what SLO attainment counts."""
+        return in_measured_window(self.derived)
 
     @cached_property
     def measured(self) -> pd.DataFrame:
-        """The derived rows of the requests that succeeded: what every timing comparison uses."""
-        return ok_requests(self.derived)
+        """The judged rows of the requests that succeeded: what every timing comparison uses."""
+        return ok_requests(self.judged)
 
     @cached_property
     def speed(self) -> pd.DataFrame:
@@ -170,9 +186,10 @@ class Run:
     @cached_property
     def summary(self) -> pd.DataFrame:
         """The long summary (SUMMARY_COLUMNS): `speed`, then the server's counters, acceptance per
-        draft position, energy, the scorer's accuracy rows and the decode roofline."""
+        draft position, energy, SLO attainment and goodput, the scorer's accuracy rows and the decode
+        roofline."""
         parts = [counter_rows(self.manifest), position_rows(self.histogram),
-                 energy_rows(self.path, self.manifest, self.requests)]
+                 energy_rows(self.path, self.manifest, self.requests), slo_rows(self.judged, self.slo_targets)]
         if self.scores is not None:
             parts.append(self.scorer.summary(self.scores))
         parts.append(roofline_rows(self.roofline[0]))
@@ -222,6 +239,13 @@ def energy_rows(run_dir: Path, manifest: dict, requests: pd.DataFrame) -> pd.Dat
     values = run_energy(requests, load_power_samples(run_dir), sensors)
     return pd.DataFrame([(metric, "value", value, CATALOGUE[metric].unit) for metric, value in values.items()],
                         columns=ROW_COLUMNS)
+
+
+def slo_rows(judged: pd.DataFrame, targets: dict[str, float]) -> pd.DataFrame:
+    """The SLO metrics (harness.metrics.slo) of the judged requests; none when the run had no SLO."""
+    values = slo_values(judged, targets) if targets else {}
+    return pd.DataFrame([(metric, stat, value, STAT_UNITS.get(stat, CATALOGUE[metric].unit))
+                         for metric, stats in values.items() for stat, value in stats.items()], columns=ROW_COLUMNS)
 
 
 def roofline_rows(roofline: Roofline | None) -> pd.DataFrame:

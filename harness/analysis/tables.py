@@ -17,6 +17,7 @@ from harness.analysis.run import Run
 from harness.facts import NOT_EXPORTED
 from harness.metrics.catalogue import headline_stats
 from harness.metrics.integrity import FLAGS, integrity_warning
+from harness.metrics.load import lag_warning
 
 HEADLINE = headline_stats()  # (metric, stats) shown by the headline view, from the catalogue
 
@@ -93,6 +94,10 @@ KEY_FIGURES = (("decode_throughput_aggregate", "value", "decode tok/s", figure_t
                ("e2e_ms", "mean", "E2E mean ms", figure_text),
                ("accept_length_token_weighted", "value", "accept length", "{:.3g}".format))
 ACCURACY_FORMAT = "{:.1%}".format
+# Added when any run of the group ran an open loop, and the SLO figures when any had targets.
+OPEN_LOOP_FIGURES = (("response_e2e_ms", "p95", "response E2E p95 ms", figure_text),)
+SLO_FIGURES = (("slo_attainment", "mean", "SLO attainment", ACCURACY_FORMAT),
+               ("goodput_rps", "value", "goodput req/s", figure_text))
 
 
 def change_text(row: pd.Series) -> str:
@@ -118,6 +123,10 @@ def key_figures(runs: Sequence[Run], comparison: pd.DataFrame) -> pd.DataFrame:
     KEY_FIGURES figure (and the scorer's accuracy) as a cell {value, change, verdict} against the
     group's baseline (compare_loaded)."""
     figures = list(KEY_FIGURES)
+    if any(run.derived["scheduled_ns"].notna().any() for run in runs if "scheduled_ns" in run.derived.columns):
+        figures += OPEN_LOOP_FIGURES
+    if any(run.slo_targets for run in runs):
+        figures += SLO_FIGURES
     if runs[0].scorer is not None:
         figures.append((runs[0].scorer.accuracy_metric, "mean", "accuracy", ACCURACY_FORMAT))
     table = []
@@ -143,7 +152,7 @@ def run_warnings(run: Run) -> list[str]:
                           if m.startswith("errors_") and v > 0)
         warnings.append(f"{failed} of {values.get('requests', 0):.0f} requests failed ({kinds}); "
                         "every figure is of the ok requests")
-    warnings += [w for w in [stream_warning(run.summary)] if w]
+    warnings += [w for w in [stream_warning(run.summary), lag_warning(run.judged)] if w]
     if manifest.get("prefix_cache_hits") and manifest["workload"].get("requires_uncached_prompts"):
         warnings.append(f"the prefix cache served {manifest['prefix_cache_hits']} requests: prefill not measured in full")
     if (manifest.get("guard") or {}).get("skipped"):

@@ -29,6 +29,9 @@ class StreamResult:
     sent_unix_s: float
     sent_ns: int
     end_ns: int = 0
+    # Open loop: when the request was due by the arrival schedule (stamped by the dispatcher, not
+    # the client); None in a closed loop, where a request is due when the one before it ends.
+    scheduled_ns: int | None = None
     first_token_ns: int | None = None
     last_token_ns: int | None = None
     # One entry per chunk that brought new tokens: arrival time and the server's token count so far.

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from harness.engines.base import ERROR_KINDS
 from harness.metrics.energy import DOMAINS, ENERGY_UNITS
+from harness.metrics.load import LAG_WARNING_MS
 from harness.metrics.roofline import ROOFLINE_UNITS
 from harness.metrics.verify_cost import VERIFY_COST_UNITS
 
@@ -28,6 +29,7 @@ ROOFLINE = "roofline"  # one value from the model's config, the served dtypes an
 PAIR = "pair"  # one value of a speculative run against its non-speculative baseline, in compare
 POSITION = "position"  # from the run's histogram of verify steps by accepted drafts (one stat per position)
 CATEGORY = "category"  # per category of the prompts (harness.analysis.categories), beside a baseline
+SLO = "slo"  # one value of the requests judged against the run's --slo targets (harness.metrics.slo)
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,12 @@ DISTRIBUTIONS = (
     _d("server_e2e_ms", "ms", LOWER, "end-to-end latency as the server measured it"),
     _d("ttft_client_minus_server_ms", "ms", NEITHER, "client TTFT minus server TTFT"),
     _d("e2e_client_minus_server_ms", "ms", NEITHER, "client e2e minus server e2e"),
+    # Open loop (harness.metrics.load): lag behind the arrival schedule, and times from the due time.
+    _d("send_lag_ms", "ms", LOWER, "open loop: actual send minus scheduled send"),
+    _d("response_ttft_ms", "ms", LOWER, "open loop: time to first token from the scheduled send",
+       headline=MEAN_P50_P95),
+    _d("response_e2e_ms", "ms", LOWER, "open loop: end-to-end latency from the scheduled send",
+       headline=MEAN_P50_P95, compared=("p95",)),
 )
 
 RUN_VALUES = (
@@ -103,6 +111,24 @@ RUN_VALUES = (
     _r("requests_buffered", "count", LOWER, "requests most of whose answer arrived at once"),
     _r("requests_late_first_token", "count", LOWER, "requests whose first token was held back"),
     _r("requests_sparse", "count", LOWER, "requests with far fewer chunks than tokens"),
+    _r("offered_rate_rps", "req/s", NEITHER, "open loop: requests over the span of their scheduled sends",
+       headline=("value",)),
+    _r("achieved_rate_rps", "req/s", HIGHER, "open loop: requests over the span of their actual sends",
+       headline=("value",)),
+    _r("requests_late", "count", LOWER, f"open loop: requests sent over {LAG_WARNING_MS:g} ms after their "
+       "scheduled time"),
+)
+
+SLO_VALUES = (
+    Metric("slo_attainment", "fraction", SLO, HIGHER, "requests that met every SLO target over requests "
+           "recorded", headline=INTERVAL, compared=("mean",), gate=0.05, gate_stat="mean"),
+    Metric("slo_requests_met", "count", SLO, HIGHER, "requests that met every SLO target"),
+    Metric("goodput_rps", "req/s", SLO, HIGHER, "requests that met every SLO target over the run span",
+           headline=("value",), compared=("value",), gate=0.10),
+    Metric("goodput_tok_s", "tok/s", SLO, HIGHER, "output tokens of the requests that met every SLO target "
+           "over the run span", headline=("value",)),
+    *(Metric(f"slo_attainment_{figure}", "fraction", SLO, HIGHER, f"requests within the {figure} target")
+      for figure in ("ttft", "tpot", "e2e")),
 )
 
 CORRECTNESS_VALUES = (
@@ -168,7 +194,7 @@ CATEGORY_VALUES = (
 
 CATALOGUE: dict[str, Metric] = {m.name: m for m in (*DISTRIBUTIONS, *RUN_VALUES, *CORRECTNESS_VALUES,
                                                      *COUNTER_VALUES, *ENERGY_VALUES, *ROOFLINE_VALUES,
-                                                     *ACCURACY_VALUES, *PAIR_VALUES, *POSITION_VALUES,
+                                                     *SLO_VALUES, *ACCURACY_VALUES, *PAIR_VALUES, *POSITION_VALUES,
                                                      *CATEGORY_VALUES)}
 
 

@@ -8,6 +8,7 @@ sorted values sits at position q/100 * (n - 1), interpolated linearly between ne
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 
@@ -62,3 +63,25 @@ def weighted_mean(values: np.ndarray, weights: np.ndarray) -> float:
     keep = np.isfinite(values) & (weights > 0)
     total = weights[keep].sum()
     return float((weights[keep] * values[keep]).sum() / total) if total > 0 else math.nan
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion p = successes / n.
+
+        z = Phi^-1((1 + confidence) / 2)            (1.95996... for 95%)
+        center = (p + z^2 / (2n)) / (1 + z^2 / n)
+        half   = z / (1 + z^2 / n) * sqrt(p (1 - p) / n + z^2 / (4 n^2))
+        interval = [center - half, center + half]
+
+    Unlike the normal approximation it stays inside [0, 1] and is not degenerate at p = 0 or 1.
+    Returns (nan, nan) when n == 0.
+    """
+    if n == 0:
+        return math.nan, math.nan
+    z = NormalDist().inv_cdf((1 + confidence) / 2)
+    p = successes / n
+    denominator = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denominator
+    half = z / denominator * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    # Clamp only float rounding (p = 0 or 1 give a bound of 0 or 1 up to an ulp).
+    return max(0.0, center - half), min(1.0, center + half)

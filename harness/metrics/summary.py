@@ -14,6 +14,7 @@ import pandas as pd
 from harness.engines.base import ERROR_KINDS
 from harness.metrics.derive import derive_requests
 from harness.metrics.integrity import flag_counts
+from harness.metrics.load import in_measured_window, load_values
 from harness.metrics.normalize import correctness_values
 from harness.metrics.schema import CORRECTNESS_UNITS, DISTRIBUTION_UNITS, RUN_UNITS, STAT_UNITS, SUMMARY_COLUMNS
 from harness.metrics.speculative import accept_length_request_weighted, accept_length_token_weighted
@@ -123,12 +124,14 @@ def summarize(df: pd.DataFrame, run_id: str, workload: str) -> pd.DataFrame:
 
 
 def summarize_derived(derived: pd.DataFrame, run_id: str, workload: str) -> pd.DataFrame:
-    """`summarize` of a table `derive_requests` already made."""
-    outcomes, everything, derived = outcome_values(derived), derived, ok_requests(derived)
+    """`summarize` of a table `derive_requests` already made; an open-loop run's requests outside its
+    measured window (warm-up, cool-down) are left out."""
+    everything = in_measured_window(derived)
+    outcomes, derived = outcome_values(everything), ok_requests(everything)
     rows = []
     for metric, unit in DISTRIBUTION_UNITS.items():
         rows += distribution_rows(metric, distribution_samples(derived, metric), unit)
-    scalars = [(outcomes, RUN_UNITS), (run_values(derived), RUN_UNITS)]
+    scalars = [(outcomes, RUN_UNITS), (run_values(derived) | load_values(everything), RUN_UNITS)]
     if "correct" in everything.columns:
         scalars.append((correctness_values(with_failed_incorrect(everything)), CORRECTNESS_UNITS))
     for values, units in scalars:

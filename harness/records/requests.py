@@ -56,11 +56,15 @@ class RequestRecord:
     status: str = "ok"
     error_kind: str | None = None
     error_message: str | None = None
+    # Open loop: when the request was due by the arrival schedule (perf_counter ns; None in a closed
+    # loop), and its time window: warmup, measured or cooldown (None: measured).
+    scheduled_ns: int | None = None
+    window: str | None = None
 
     @classmethod
     def build(
         cls, *, run_id: str, seq: int, workload: str, engine: str, api: str, prompt: Prompt,
-        result: StreamResult,
+        result: StreamResult, window: str | None = None,
     ) -> RequestRecord:
         return cls(
             run_id=run_id,
@@ -87,6 +91,8 @@ class RequestRecord:
             sampling_json=json.dumps(prompt.sampling.to_dict(), sort_keys=True),
             item_json=json.dumps(prompt.item, sort_keys=True),
             meta_info_json=json.dumps(result.meta, sort_keys=True),
+            scheduled_ns=result.scheduled_ns,
+            window=window,
             **outcome(result, prompt.sampling),
         )
 
@@ -113,7 +119,8 @@ COLUMNS = list(RequestRecord.__dataclass_fields__)
 # Records written before `engine` and `api` existed name only the API, as `backend`; the metrics
 # of that time read an "openai" record as vLLM's, so that is the engine it stands for.
 LEGACY_BACKEND = {"sglang": ("sglang", "sglang"), "openai": ("vllm", "openai")}
-NULLABLE_INT_COLUMNS = ("prompt_tokens", "completion_tokens", "cached_tokens", "first_token_ns", "last_token_ns")
+NULLABLE_INT_COLUMNS = ("prompt_tokens", "completion_tokens", "cached_tokens", "first_token_ns", "last_token_ns",
+                        "scheduled_ns")
 
 
 class RecordWriter:

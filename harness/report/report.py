@@ -38,6 +38,7 @@ from harness.report.category_plots import (
 )
 from harness.report.category_section import categories_html, categories_markdown, category_blocks
 from harness.report.headline import headline_html, headline_markdown
+from harness.report.load_plots import LOAD_CAPTIONS, plot_timeline
 from harness.report.markup import as_text, html_table, md_table, md_text
 from harness.report.plots import plot_published_ladder, plot_runs
 from harness.report.roofline_plots import plot_published_roofline, plot_run_roofline
@@ -56,6 +57,7 @@ CAPTIONS = {
     "task_speedup": "Speed-up against the plain baseline and accept length per task, 95% paired intervals",
     "acceptance_by_position": "Acceptance at each draft position given the earlier ones, per run and per category",
     "accept_length_along_output": "Tokens per verify step along the output, by output-position bin",
+    **LOAD_CAPTIONS,
 }
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:1400px;margin:auto;padding:0.5em 1.5em;color:#222}"
          "h1{margin:0.3em 0 0.1em}h2{margin:1.2em 0 0.3em}p{margin:0.3em 0}"
@@ -240,7 +242,8 @@ def find_run_dirs(root: Path | str) -> list[Path]:
 def group_figures(group: ShapeGroup, out_dir: Path) -> list[Path]:
     """The run figures and decode rooflines of one shape group's runs."""
     rooflines = [run.roofline[0] for run in group.runs]
-    return [*plot_runs(group.runs, out_dir), *plot_run_roofline([run.caption for run in group.runs], rooflines, out_dir),
+    return [*plot_runs(group.runs, out_dir), *plot_timeline(group.runs, out_dir),
+            *plot_run_roofline([run.caption for run in group.runs], rooflines, out_dir),
             *plot_acceptance_by_position(group.runs, out_dir), *plot_accept_length_along_output(group.runs, out_dir)]
 
 

@@ -12,11 +12,13 @@ import pandas as pd
 
 from harness.records.rundir import SCALE_LABEL
 from harness.report.plots import new_figure, save
+from harness.report.rate_plots import RATE_CAPTIONS
 
 CAPTIONS = {
     "sweep_throughput_vs_tpot": "Output throughput against TPOT p50, one point per cell (concurrency marked)",
     "sweep_throughput_vs_e2e": "Output throughput against E2E latency p95, one point per cell (concurrency marked)",
     "sweep_speedup": "Speed-up over the baseline configuration by concurrency (output throughput and TPOT p50)",
+    **RATE_CAPTIONS,
 }
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr, model_validator
 
-from harness.config import StrictModel
+from harness.run.arrivals import LoadOptions
 from harness.secrets import auth_headers
 
 
-class RunSettings(StrictModel):
+class RunSettings(LoadOptions):
     """How a run drives the server (the manifest records all but the credentials and the display)."""
 
     warmup: int = Field(1, ge=0, description="Warm-up requests before measuring (not recorded).")
@@ -41,6 +41,8 @@ class RunSettings(StrictModel):
     @model_validator(mode="after")
     def _a_request_per_process(self) -> RunSettings:
         self.check_processes(self.concurrency)
+        if self.open_loop and self.processes > 1:
+            raise ValueError("--processes needs a closed loop: an open loop sends from one process")
         return self
 
     def check_processes(self, concurrency: int) -> None:

@@ -87,21 +87,29 @@ class Pool:
         (`harness.chat.next_turn`), one after the other on this worker. Turn k of the prompt issued
         as `seq` is recorded as `seq + (k - 1) * turn_stride`."""
         while prompt is not None and self.stop_reason is None:
-            try:
-                result = await self.send(prompt)
-            except ConnectFailed as exc:
+            result = await self.attempt(prompt)
+            if result is None:
                 queue.put_nowait((seq, prompt))  # never sent: try it again once the server is back
-                await self._wait_for_server(exc)
                 return
-            except RequestFailed as exc:  # a failure before the stream began (e.g. model lookup)
-                result = StreamResult(sent_unix_s=time.time(), sent_ns=time.perf_counter_ns())
-                result.fail(exc, time.perf_counter_ns())
-            self._unreachable_since = None
             self.record(seq, prompt, result)
             self._count(result)
             # A failed turn ends its conversation: the next turn would be built on no answer.
             prompt = next_turn(prompt, result.text) if result.error_kind is None else None
             seq += self.turn_stride
+
+    async def attempt(self, prompt: Prompt) -> StreamResult | None:
+        """One try at `prompt`: its result (failed ones too), or None when the connection was refused
+        before it was sent (after waiting for the server, or stopping once it stayed away)."""
+        try:
+            result = await self.send(prompt)
+        except ConnectFailed as exc:
+            await self._wait_for_server(exc)
+            return None
+        except RequestFailed as exc:  # a failure before the stream began (e.g. model lookup)
+            result = StreamResult(sent_unix_s=time.time(), sent_ns=time.perf_counter_ns())
+            result.fail(exc, time.perf_counter_ns())
+        self._unreachable_since = None
+        return result
 
     def _count(self, result: StreamResult) -> None:
         """Charge a failed request to the error budget; stop once it is spent."""

@@ -21,6 +21,8 @@ from harness.errors import SparkbenchError, describe_os_error
 from harness.power.sampler import power_sampling
 from harness.records.requests import RecordWriter, RequestRecord, write_parquet
 from harness.records.rundir import RunDir
+from harness.run.arrivals import write_schedule
+from harness.run.openloop import OpenLoopPool, OpenLoopWork, open_loop_work
 from harness.run.options import RunSettings
 from harness.run.pool import Pool, StopRules, default_max_errors
 from harness.run.processes import ProcessPool
@@ -30,8 +32,8 @@ from workloads import Workload
 
 
 class RunOptions(RunSettings):
-    """The shared run options (`harness.run.options`) with what the run builder resolves: the server's
-    URL and whether to flush its prefix cache before measuring."""
+    """The shared run options (`harness.run.options`, load options included) with what the run
+    builder resolves: the server's URL and whether to flush its prefix cache before measuring."""
 
     base_url: str
     flush_prefix_cache: bool = False  # before measuring: for prompts whose prefill must be measured in full
@@ -98,9 +100,10 @@ async def _warm_up(http: Session, backend: Backend, options: RunOptions, prompts
 
 
 def _pool(http, backend: Backend, options: RunOptions, run: RunDir, writer: RecordWriter, progress,
-          total: int, turn_stride: int) -> Pool | ProcessPool:
+          total: int, turn_stride: int, arrivals: OpenLoopWork | None) -> Pool | ProcessPool:
     """The pool that sends the measured prompts (from this process, or from `processes` worker
-    processes) and writes each outcome at once; `turn_stride` numbers a conversation's later turns."""
+    processes, or at their scheduled times) and writes each outcome at once; `turn_stride` numbers a
+    conversation's later turns."""
     workload = run.manifest["workload"]["name"]
 
     async def send(prompt: Prompt) -> StreamResult:
@@ -110,19 +113,23 @@ def _pool(http, backend: Backend, options: RunOptions, run: RunDir, writer: Reco
         progress.chunks += len(result.chunk_ns)
         writer.append(RequestRecord.build(run_id=run.manifest["run_id"], seq=seq, workload=workload,
                                           engine=backend.engine, api=backend.name, prompt=prompt,
-                                          result=result))
+                                          result=result, window=arrivals.window(seq) if arrivals else None))
         run.beat()
         progress.advance(result)
 
     rules = StopRules(max_errors=options.max_errors if options.max_errors is not None else default_max_errors(total),
                       unreachable_grace_s=options.unreachable_grace_s)
+    if arrivals is not None:
+        return OpenLoopPool(send=send, record=record, rules=rules, offsets_ns=arrivals.offsets_ns,
+                            max_concurrency=options.max_concurrency, turn_stride=turn_stride)
     if options.processes > 1:
         return ProcessPool(backend=backend, options=options, record=record, rules=rules, processes=options.processes,
                            turn_stride=turn_stride)
     return Pool(send=send, record=record, rules=rules, concurrency=options.concurrency, turn_stride=turn_stride)
 
 
-async def _drive(backend, options, warmups, work, run: RunDir, writer, progress, turn_stride: int) -> Pool:
+async def _drive(backend, options, warmups, work, run: RunDir, writer, progress, turn_stride: int,
+                 arrivals: OpenLoopWork | None) -> Pool:
     cpu_start, wall_start = time.process_time(), time.perf_counter()
     async with Session(headers=options.headers, read_timeout_s=options.request_timeout_s) as http:
         progress.chunks = await _warm_up(http, backend, options, warmups)
@@ -130,7 +137,7 @@ async def _drive(backend, options, warmups, work, run: RunDir, writer, progress,
             run.update(prefix_cache_flush=await backend.flush_prefix_cache(http, options.base_url))
         # Server-side counters bracket the measured requests only (never warm-up or earlier runs).
         run.update(server_counters={"before": await backend.counters(http, options.base_url)})
-        pool = _pool(http, backend, options, run, writer, progress, len(work), turn_stride)
+        pool = _pool(http, backend, options, run, writer, progress, len(work), turn_stride, arrivals)
         progress.start()
         # Power is sampled around the measured requests only; the entry is completed when sampling
         # stops, and the manifest holds it whatever ends the run.
@@ -166,11 +173,10 @@ def execute(backend: Backend, options: RunOptions, workload: Workload, run: RunD
     progress = _Progress(0, options.show_progress)
     status, error, total = "failed", None, None
     try:
-        prompts, warmups = workload.prompts(), workload.warmup_prompts(options.warmup)
-        total = len(prompts)
-        work = [(seq, prompt) for seq, prompt in enumerate(prompts) if not done.issuperset(turn_ids(prompt))]
+        work, total, arrivals = _measured_work(options, workload, run, done)
+        warmups = workload.warmup_prompts(options.warmup)
         progress.total = sum(len(turn_ids(prompt)) for _, prompt in work)
-        pool = run_streams(_drive(backend, options, warmups, work, run, writer, progress, turn_stride=total))
+        pool = run_streams(_drive(backend, options, warmups, work, run, writer, progress, total, arrivals))
         status, error = _ending(pool)
     except KeyboardInterrupt:
         status, error = "interrupted", "stopped by Ctrl-C; the requests in flight were not recorded"
@@ -184,6 +190,21 @@ def execute(backend: Backend, options: RunOptions, workload: Workload, run: RunD
     if status != "complete":
         raise RunAborted(f"run {status} after {writer.count} of {total or 0} requests ({error}); "
                          f"recorded requests are in {run.path}; continue with --resume {run.path}")
+
+
+def _measured_work(options: RunOptions, workload: Workload, run: RunDir,
+                   done: frozenset[str]) -> tuple[list[tuple[int, Prompt]], int, OpenLoopWork | None]:
+    """The `(seq, prompt)` pairs to send (a prompt whose every turn is `done` left out), how many
+    prompts the run has, and in an open loop the arrival schedule, written into the run folder
+    before the first request."""
+    if not options.open_loop:
+        prompts = workload.prompts()
+        return [(seq, p) for seq, p in enumerate(prompts) if not done.issuperset(turn_ids(p))], len(prompts), None
+    if done:
+        raise SparkbenchError("an open-loop run cannot be resumed: its arrival schedule was for the whole run")
+    arrivals = open_loop_work(options, workload)
+    write_schedule(run.path, arrivals.offsets_s)
+    return list(enumerate(arrivals.prompts)), len(arrivals.prompts), arrivals
 
 
 def _ending(pool: Pool) -> tuple[str, str | None]:

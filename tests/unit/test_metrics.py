@@ -26,6 +26,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 EXPECTED_DERIVED = {
     "ttft_ms", "e2e_ms", "decode_ms", "tpot_ms", "decode_tok_s", "e2e_per_token_ms",
     "chunk_gaps_ms", "chunk_gap_tokens", "itl_ms", "tokens_per_chunk",
+    "send_lag_ms", "response_ttft_ms", "response_e2e_ms",
     "server_ttft_ms", "server_e2e_ms", "server_tpot_ms",
     "ttft_client_minus_server_ms", "e2e_client_minus_server_ms",
     "accept_length", "verify_rounds", "accepted_draft_tokens", "proposed_draft_tokens",
@@ -38,6 +39,7 @@ EXPECTED_DISTRIBUTIONS = {
     "chunk_gap_ms", "tokens_per_chunk", "tokens_per_step", "completion_tokens", "prompt_tokens",
     "cached_tokens", "accept_length", "accept_rate", "server_ttft_ms", "server_e2e_ms",
     "server_tpot_ms", "ttft_client_minus_server_ms", "e2e_client_minus_server_ms",
+    "send_lag_ms", "response_ttft_ms", "response_e2e_ms",
 }
 EXPECTED_RUN_VALUES = {
     "requests", "run_span_s", "output_throughput", "decode_throughput_aggregate",
@@ -46,7 +48,7 @@ EXPECTED_RUN_VALUES = {
     "requests_flagged", "requests_buffered", "requests_late_first_token", "requests_sparse",
     "requests_ok", "requests_failed", "error_rate", "errors_disconnected", "errors_http_status",
     "errors_malformed_chunk", "errors_no_done", "errors_timeout", "errors_first_token_timeout", "errors_aborted",
-    "errors_no_tokens", "errors_short_output",
+    "errors_no_tokens", "errors_short_output", "offered_rate_rps", "achieved_rate_rps", "requests_late",
 }
 EXPECTED_CORRECTNESS = {
     "correct_answers", "accuracy", "tokens_per_correct_answer", "seconds_per_correct_answer",

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from harness.errors import SparkbenchError
+from harness.metrics.stats import wilson_interval
 from workloads.gsm8k import gold_answer, load_vendored
 from workloads.gsm8k_scoring import (
     FLEXIBLE_NUMBER,
@@ -22,7 +23,6 @@ from workloads.gsm8k_scoring import (
     extract_strict,
     normalize_number,
     score_table,
-    wilson_interval,
 )
 
 RECITED_SHOTS = (

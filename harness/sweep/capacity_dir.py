@@ -1,0 +1,138 @@
+"""A capacity search's folder `results/capacity/<name>-<time>/`: one ordinary open-loop run per trial
+(`trials/<nn>-<role>-r<rate>/<run_id>/`), `capacity.json` (the settings, every trial, the outcome),
+`trials.csv`, `points.csv` (the trials by offered rate, `harness.analysis.rates`), `plots/` and
+`report.html` / `report.md`.
+
+`run_search` drives the bisection (`harness.sweep.capacity.search`) with a function that runs one
+trial at a rate into a folder and returns its run directory; a trial's attainment is read from its
+run's summary, so every figure comes from the records like any run's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+from pydantic import Field, model_validator
+
+from harness.analysis.rates import RATE_KEYS, rate_points
+from harness.analysis.run import Run
+from harness.config import PathText, StrictModel
+from harness.errors import SparkbenchError, describe_os_error
+from harness.records.rundir import git_commit, host_facts, utc_now, utc_stamp
+from harness.report.markup import as_text
+from harness.report.rate_plots import plot_capacity, plot_rates
+from harness.report.sweep_report import render_html, render_markdown
+from harness.sweep.capacity import Capacity, Trial, search
+
+CAPACITY_MANIFEST = "capacity.json"
+RunTrial = Callable[[float, Path], Path]  # (rate, folder) -> the run directory it made there
+
+
+class CapacitySettings(StrictModel):
+    """How the search runs (the trial runs themselves are ordinary runs at each rate)."""
+
+    name: str = Field("capacity", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Start of the folder's name.")
+    results: PathText = Field(Path("results/capacity"), description="Folder that receives <name>-<time>/.")
+    target: float = Field(0.99, gt=0.0, le=1.0, description="SLO attainment the capacity must keep (0.99 = 99%).")
+    tolerance: float = Field(0.10, gt=0.0, description="Stop bisecting when the bracket's high end is within "
+                             "this fraction of its low end (0.10 = 10%).")
+    floor_rps: float = Field(0.1, gt=0.0, description="Lowest arrival rate tried, requests/s.")
+    ceiling_rps: float = Field(10.0, gt=0.0, description="Highest arrival rate tried, requests/s.")
+    max_trials: int = Field(12, ge=3, description="Trial runs at most, the confirmation included.")
+
+    @model_validator(mode="after")
+    def _a_bracket(self) -> CapacitySettings:
+        if self.floor_rps >= self.ceiling_rps:
+            raise ValueError("--floor must be below --ceiling")
+        return self
+
+
+def trial_of(run_dir: Path, rate: float, role: str) -> Trial:
+    """A trial from its run's summary: SLO attainment and its interval (a run without targets is refused)."""
+    run = Run.load(run_dir)
+    if not run.slo_targets:
+        raise SparkbenchError("sparkbench capacity needs SLO targets (--slo ttft=...,tpot=...,e2e=...)")
+    rows = run.summary[run.summary["metric"] == "slo_attainment"].set_index("stat")["value"]
+    return Trial(rate=rate, attainment=float(rows["mean"]), ci95_low=float(rows["ci95_low"]),
+                 ci95_high=float(rows["ci95_high"]), run_dir=str(run_dir), role=role)
+
+
+def new_folder(settings: CapacitySettings) -> Path:
+    path = Path(settings.results) / f"{settings.name}-{utc_stamp()}"
+    try:
+        (path / "trials").mkdir(parents=True, exist_ok=False)
+    except OSError as exc:
+        raise SparkbenchError(f"cannot create {path}: {describe_os_error(exc)}") from exc
+    return path
+
+
+def run_search(settings: CapacitySettings, run_trial: RunTrial, facts: dict) -> tuple[Path, Capacity]:
+    """Create the folder, bisect with `run_trial`, save `capacity.json` after every trial (a search
+    stopped half-way keeps what it measured), and write the outputs; `facts` (configuration,
+    workload, the run options) go into the manifest as they are."""
+    folder = new_folder(settings)
+    manifest = {"capacity_id": folder.name, "git": git_commit(), "host": host_facts(), "started_at": utc_now(),
+                "settings": settings.model_dump(mode="json"), **facts, "trials": []}
+
+    def measure(rate: float, role: str) -> Trial:
+        number = len(manifest["trials"]) + 1
+        print(f"capacity: trial {number} ({role}) at {rate:g} req/s", file=sys.stderr, flush=True)
+        trial = trial_of(run_trial(rate, folder / "trials" / f"{number:02d}-{role}-r{rate:g}"), rate, role)
+        manifest["trials"].append(asdict(trial) | {"run_dir": str(Path(trial.run_dir).relative_to(folder))})
+        save(folder, manifest)
+        return trial
+
+    found = search(measure, settings.floor_rps, settings.ceiling_rps, settings.target, settings.tolerance,
+                   settings.max_trials)
+    manifest.update(ended_at=utc_now(), status=found.status, capacity_rps=found.capacity_rps,
+                    bracket=[_json_number(v) for v in found.bracket], sentence=found.sentence())
+    save(folder, manifest)
+    write_outputs(folder, manifest)
+    return folder, found
+
+
+def _json_number(value: float) -> float | None:
+    return value if math.isfinite(value) else None  # JSON has no infinity: an open bracket end is null
+
+
+def save(folder: Path, manifest: dict) -> None:
+    tmp = folder / (CAPACITY_MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str), encoding="utf-8")
+    tmp.replace(folder / CAPACITY_MANIFEST)
+
+
+def trial_points(folder: Path, manifest: dict) -> pd.DataFrame:
+    """The trials by offered rate (`rate_points` of their summaries; a rate tried twice, its last run)."""
+    frames = [Run.load(folder / t["run_dir"]).summary.assign(
+        configuration=manifest.get("configuration", "server"), request_rate=t["rate"]) for t in manifest["trials"]]
+    if not frames:
+        return rate_points(pd.DataFrame(columns=[*RATE_KEYS, "metric", "stat", "value"]))
+    summary = pd.concat(frames, ignore_index=True).drop_duplicates([*RATE_KEYS, "metric", "stat"], keep="last")
+    return rate_points(summary)
+
+
+def write_outputs(folder: Path, manifest: dict) -> tuple[Path, Path]:
+    """trials.csv, points.csv, plots/ and the report, from capacity.json and the trials' runs."""
+    trials, points = pd.DataFrame(manifest["trials"]), trial_points(folder, manifest)
+    trials.to_csv(folder / "trials.csv", index=False)
+    points.to_csv(folder / "points.csv", index=False)
+    settings = manifest["settings"]
+    reduced = any(Run.load(folder / t["run_dir"]).reduced_scale for t in manifest["trials"])
+    bracket = tuple(math.inf if v is None else v for v in manifest.get("bracket") or (math.nan, math.nan))
+    figures = [*plot_capacity(trials, bracket, settings["target"], folder / "plots", reduced),
+               *plot_rates(points, folder / "plots", reduced, settings["target"])]
+    title = f"sparkbench capacity {manifest['capacity_id']}"
+    notes = [manifest.get("sentence", "search not finished"), *(["REDUCED SCALE CPU test bed"] if reduced else []),
+             f"SLO targets: {manifest.get('slo')}; each trial is an ordinary run directory under trials/"]
+    parts = [("Trials, in the order run", as_text(trials.drop(columns=["run_dir"]), "{:.4g}")),
+             ("Trials by offered rate", as_text(points, "{:.4g}"))]
+    html_path, md_path = folder / "report.html", folder / "report.md"
+    html_path.write_text(render_html(title, notes, parts, figures), encoding="utf-8")
+    md_path.write_text(render_markdown(title, notes, parts, figures, folder), encoding="utf-8")
+    return html_path, md_path

@@ -1,0 +1,48 @@
+"""A capacity search over made-up trial runs: the folder, capacity.json after every trial, the
+tables, figures and report; a run without SLO targets is refused in one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.errors import SparkbenchError
+from harness.sweep.capacity_dir import CAPACITY_MANIFEST, CapacitySettings, run_search
+from tests.unit.test_report import SYNTHETIC, write_run
+from tests.unit.test_slo_metrics import open_loop_records
+
+CAPACITY = 6.0  # req/s: above it every request waits 300 ms in the queue
+
+
+def trial_runner(slo: str | None = "ttft=100ms"):
+    def run_trial(rate: float, folder):
+        lag = 0.0 if rate <= CAPACITY else 300.0
+        path = write_run(folder, f"20260101T000000Z-r{rate:g}", open_loop_records([lag] * 20, gap_ms=1000 / rate),
+                         SYNTHETIC)
+        manifest = json.loads((path / "manifest.json").read_text())
+        manifest["options"] = {"request_rate": rate, "slo": slo}
+        (path / "manifest.json").write_text(json.dumps(manifest))
+        return path
+
+    return run_trial
+
+
+def test_the_search_leaves_its_folder_tables_figures_and_report(tmp_path):
+    settings = CapacitySettings(results=tmp_path, floor_rps=1.0, ceiling_rps=20.0, tolerance=0.1)
+    folder, found = run_search(settings, trial_runner(), {"configuration": "cpu", "slo": "ttft=100ms"})
+    assert found.status == "confirmed" and found.bracket[0] <= CAPACITY < found.bracket[1]
+    manifest = json.loads((folder / CAPACITY_MANIFEST).read_text())
+    assert manifest["capacity_rps"] == found.capacity_rps and len(manifest["trials"]) == len(found.trials)
+    assert all((folder / t["run_dir"] / "manifest.json").exists() for t in manifest["trials"])
+    assert (folder / "trials.csv").exists() and (folder / "points.csv").exists()
+    assert {p.name for p in (folder / "plots").glob("*.png")} == {"capacity_trials.png", "rate_achieved.png",
+                                                                  "rate_latency.png", "rate_goodput.png"}
+    page = (folder / "report.html").read_text(encoding="utf-8")
+    assert "confirmed by a final run" in page and page.count("data:image/png;base64,") == 4
+
+
+def test_a_trial_without_slo_targets_is_refused(tmp_path):
+    settings = CapacitySettings(results=tmp_path, floor_rps=1.0, ceiling_rps=20.0)
+    with pytest.raises(SparkbenchError, match="needs SLO targets"):
+        run_search(settings, trial_runner(slo=None), {})
