@@ -73,12 +73,14 @@ def nightly(
 
 
 @app.command("sweep")
-@bind(options=Group(RunSettings, skip=frozenset({"concurrency", "show_progress"}), overrides=True))
+@bind(options=Group(RunSettings, skip=frozenset({"concurrency", "request_rate", "show_progress"}), overrides=True))
 def sweep(
     options: dict,
     config: Annotated[Optional[Path], typer.Option(help="Sweep YAML config (see docs/sweeps.md); "
                                                         "or give the matrix with the flags below.")] = None,
     concurrency: Annotated[Optional[str], typer.Option(help="Concurrency levels, comma-separated [1,2,4,8].")] = None,
+    request_rate: Annotated[Optional[str], typer.Option(help="Arrival rates, requests/s, comma-separated: one "
+                                                             "open-loop cell per rate instead of concurrency levels.")] = None,
     server: Annotated[Optional[list[str]], typer.Option(help="A server URL; repeat for several configurations.")] = None,
     profile: Annotated[Optional[list[str]], typer.Option(help="A profile (checked on the --server of the same "
                                                               "position, else launched); repeatable.")] = None,
@@ -97,13 +99,13 @@ def sweep(
                                                     "ray://HOST:PORT, or local); needs the `ray` extra.")] = None,
     resume: Annotated[Optional[Path], typer.Option(help="Continue this sweep folder: only unfinished cells run.")] = None,
 ) -> None:
-    """A matrix of configurations x workloads x concurrency levels; each cell an ordinary run.
+    """A matrix of configurations x workloads x concurrency levels (or arrival rates); each cell an ordinary run.
     Exit 0 when every cell completed, 1 when a cell failed (recorded; --resume retries it), 2 bad input."""
     from harness.sweep.outputs import print_sweep
     from harness.sweep.run import execute
     from harness.sweep.setup import open_sweep
 
-    matrix = {"concurrency": concurrency, "server": server, "profile": profile, "workload": workload,
+    matrix = {"concurrency": concurrency, "request_rate": request_rate, "server": server, "profile": profile, "workload": workload,
               "options": {"num_prompts": num_prompts, "input_tokens": input_tokens, "output_tokens": output_tokens,
                           "tokenizer": tokenizer, "limit": limit, "max_new_tokens": max_new_tokens}}
     settings = {"name": name, "baseline": baseline, "results": results, "guard": guard, **options}

@@ -66,7 +66,7 @@ def run_cell(target, configuration: Configuration, cell: Cell, root: Path, setti
     print(f"sweep: cell {cell.cell_id}{' (resumed)' if resume else ''}", file=sys.stderr, flush=True)
     try:
         request = RunRequest(target=TargetSpec.part_of(configuration), workload=cell.workload,
-                             options=settings.cell_settings(cell.concurrency), guard=settings.guard,
+                             options=settings.cell_settings(cell.concurrency, cell.request_rate), guard=settings.guard,
                              label=cell.label, resume=resume, results=root)
         run = session.run(request, target)
     except (SparkbenchError, OSError) as exc:

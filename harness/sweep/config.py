@@ -77,6 +77,8 @@ class SweepConfig(RunSettings):
     configurations: list[Configuration] = Field(min_length=1)
     workloads: list[NamedWorkload] = Field(min_length=1)
     concurrency: list[int] = Field(default_factory=lambda: list(DEFAULT_CONCURRENCY), min_length=1)
+    # Open-loop cells instead: one per arrival rate (the concurrency levels are then no axis).
+    request_rate: list[float] | None = Field(None, min_length=1)
     baseline: str | None = None  # configuration the speed-ups are against (default: the first)
     guard: bool = True
     show_progress: bool = False
@@ -96,14 +98,21 @@ class SweepConfig(RunSettings):
             raise ValueError("concurrency levels must be distinct integers of at least 1")
         return sorted(levels)
 
+    @field_validator("request_rate")
+    @classmethod
+    def _rates_positive_distinct(cls, rates: list[float] | None) -> list[float] | None:
+        if rates is not None and (any(not rate > 0 for rate in rates) or len(set(rates)) != len(rates)):
+            raise ValueError("request rates must be distinct numbers above 0")
+        return None if rates is None else sorted(rates)
+
     @model_validator(mode="after")
     def _a_request_per_process(self) -> SweepConfig:  # replaces RunSettings' rule: every level counts
         self.check_processes(min(self.concurrency))
         return self
 
-    def cell_settings(self, concurrency: int) -> RunSettings:
-        """The run options of a cell at `concurrency`."""
-        return RunSettings.part_of(self, concurrency=concurrency)
+    def cell_settings(self, concurrency: int, request_rate: float | None = None) -> RunSettings:
+        """The run options of a cell at `concurrency`, or at `request_rate` (an open-loop cell)."""
+        return RunSettings.part_of(self, concurrency=concurrency, request_rate=request_rate)
 
     @model_validator(mode="after")
     def _names_unique(self) -> SweepConfig:

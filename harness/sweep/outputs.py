@@ -1,7 +1,8 @@
 """What a sweep leaves beside its cells: analysis tables as CSV, figures, its report, and the
 lines printed at the end.
 
-`curves.csv` (one row per complete cell), `speedup.csv` (each configuration against the baseline,
+`curves.csv` (one row per complete cell; a sweep over arrival rates has `rates.csv` instead, and
+no speed-up or saturation tables), `speedup.csv` (each configuration against the baseline,
 per workload and concurrency), `saturation.csv` (every step between consecutive levels and whether
 it meets the rule), `cells.csv` (every cell and how it ended), `plots/`, `report.html`, `report.md`.
 """
@@ -12,8 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.rates import rate_points
 from harness.analysis.sweep import curves, saturation_points, saturation_sentences, saturation_steps, speedups
 from harness.records.rundir import load_manifest
+from harness.report.rate_plots import plot_rates
 from harness.report.sweep_plots import plot_sweep
 from harness.report.sweep_report import write_sweep_report
 from harness.sweep.run import SWEEP_SUMMARY, sweep_summary
@@ -22,8 +25,8 @@ from harness.sweep.sweepdir import SWEEP_MANIFEST, SweepDir
 
 def cells_table(sweep: SweepDir) -> pd.DataFrame:
     """Every cell in matrix order: coordinates, status, run directory (relative) and error."""
-    rows = [{"cell_id": cell_id, **{k: entry.get(k) for k in ("configuration", "workload", "concurrency", "status",
-                                                               "run_dir", "error")}}
+    rows = [{"cell_id": cell_id, **{k: entry.get(k) for k in ("configuration", "workload", "concurrency", "request_rate",
+                                                               "status", "run_dir", "error")}}
             for cell_id, entry in sweep.manifest["cells"].items()]
     return pd.DataFrame(rows).fillna("")
 
@@ -35,9 +38,12 @@ def reduced_scale(sweep: SweepDir) -> bool:
 
 
 def analyse(sweep: SweepDir) -> tuple[dict[str, pd.DataFrame], list[str]]:
-    """The sweep's tables (cells, curves, speedup, saturation) and its saturation sentences."""
+    """The sweep's tables (cells, curves, speedup, saturation) and its saturation sentences; of a
+    sweep over arrival rates, its cells and its points by rate (`rates`)."""
     summary_file = sweep.path / SWEEP_SUMMARY
     summary = pd.read_csv(summary_file) if summary_file.exists() else sweep_summary(sweep)
+    if sweep.config.request_rate is not None:
+        return {"cells": cells_table(sweep), "rates": rate_points(summary)}, []
     points = curves(summary)
     steps = saturation_steps(points)
     tables = {"cells": cells_table(sweep), "curves": points, "speedup": speedups(points, sweep.config.baseline_name),
@@ -52,7 +58,8 @@ def write_outputs(sweep: SweepDir) -> tuple[Path, dict[str, pd.DataFrame], list[
     for name, table in tables.items():
         table.to_csv(sweep.path / f"{name}.csv", index=False)
     reduced = reduced_scale(sweep)
-    figures = plot_sweep(tables["curves"], tables["speedup"], sweep.path / "plots", reduced)
+    figures = (plot_rates(tables["rates"], sweep.path / "plots", reduced) if "rates" in tables
+               else plot_sweep(tables["curves"], tables["speedup"], sweep.path / "plots", reduced))
     html, _ = write_sweep_report(sweep.path, sweep.manifest["sweep_id"], tables, sentences, figures, reduced,
                                  sweep.config.baseline_name)
     return html, tables, sentences
@@ -73,8 +80,9 @@ def print_sweep(sweep: SweepDir) -> None:
     html, tables, sentences = write_outputs(sweep)
     with pd.option_context("display.width", 200, "display.max_colwidth", 80, "display.float_format", "{:.4g}".format):
         print(tables["cells"].drop(columns=["run_dir"]).to_string(index=False))
-        if not tables["curves"].empty:
-            print("\n" + tables["curves"].to_string(index=False))
+        points = tables["rates"] if "rates" in tables else tables["curves"]
+        if not points.empty:
+            print("\n" + points.to_string(index=False))
     if reduced_scale(sweep):
         print("REDUCED SCALE: embedded CPU test bed (tiny random model), not the published shape")
     print("\n".join(sentences))

@@ -20,7 +20,7 @@ from harness.analysis.run import SUMMARY_NAME, Run
 from harness.sweep.cells import run_configuration
 from harness.sweep.sweepdir import COMPLETE, SweepDir
 
-CELL_COLUMNS = ["cell_id", "configuration", "workload", "concurrency"]
+CELL_COLUMNS = ["cell_id", "configuration", "workload", "concurrency", "request_rate"]
 SWEEP_SUMMARY = "summary.csv"
 Runner = Callable  # run_configuration's signature: (configuration, [(cell, folder)], settings, report)
 
@@ -64,7 +64,8 @@ def sweep_summary(sweep: SweepDir) -> pd.DataFrame:
         if entry["status"] != COMPLETE:
             continue
         frames.append(cell_summary(run_dir).assign(cell_id=cell_id, configuration=entry["configuration"],
-                                                   workload=entry["workload"], concurrency=entry["concurrency"]))
+                                                   workload=entry["workload"], concurrency=entry["concurrency"],
+                                                   request_rate=entry.get("request_rate")))
     if not frames:
         return pd.DataFrame(columns=[*CELL_COLUMNS, "run_id", "metric", "stat", "value", "unit"])
     summary = pd.concat(frames, ignore_index=True)

@@ -22,12 +22,22 @@ def concurrency_levels(text: str | None) -> list[int] | None:
         raise SparkbenchError(f"--concurrency {text!r}: give integers separated by commas, e.g. 1,2,4,8") from exc
 
 
+def request_rates(text: str | None) -> list[float] | None:
+    """`0.5,1,2` as a list of rates (None when not given)."""
+    if text is None:
+        return None
+    try:
+        return [float(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise SparkbenchError(f"--request-rate {text!r}: give numbers separated by commas, e.g. 0.5,1,2") from exc
+
+
 def open_sweep(config: Path | None, resume: Path | None, matrix: dict[str, Any], settings: dict[str, Any],
                ray: str | None) -> tuple[SweepDir, str | None]:
     """(the sweep to run, the Ray address or None). `matrix`: the flags that declare cells
-    (concurrency, server, profile, workload, options); `settings`: the flags of how they run."""
-    levels = concurrency_levels(matrix["concurrency"])
-    declared = levels is not None or bool(matrix["server"]) or bool(matrix["profile"]) \
+    (concurrency or request rates, server, profile, workload, options); `settings`: the flags of how they run."""
+    levels, rates = concurrency_levels(matrix["concurrency"]), request_rates(matrix.get("request_rate"))
+    declared = levels is not None or rates is not None or bool(matrix["server"]) or bool(matrix["profile"]) \
         or any(value is not None for value in matrix["options"].values())
     if resume is not None:
         if config is not None or declared or any(v is not None for v in settings.values()):
@@ -41,5 +51,5 @@ def open_sweep(config: Path | None, resume: Path | None, matrix: dict[str, Any],
     else:
         profiles = matrix["profile"] or ([] if matrix["server"] else [DEFAULT_PROFILE])
         chosen = config_from_flags(matrix["server"] or [], profiles, matrix["workload"], matrix["options"],
-                                   concurrency=levels, **settings)
+                                   concurrency=levels, request_rate=rates, **settings)
     return SweepDir.create(chosen), ray or chosen.ray.address

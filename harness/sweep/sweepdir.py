@@ -28,20 +28,23 @@ PENDING, COMPLETE = "pending", "complete"
 
 @dataclass(frozen=True)
 class Cell:
-    """One point of the matrix: a configuration, a workload, a concurrency level."""
+    """One point of the matrix: a configuration, a workload, a concurrency level or an arrival rate."""
 
     configuration: Configuration
     workload: NamedWorkload
     concurrency: int
+    request_rate: float | None = None  # an open-loop cell: requests/s
 
     @property
     def cell_id(self) -> str:
-        return f"{self.configuration.name}.{self.workload.name}.c{self.concurrency}"
+        level = f"r{self.request_rate:g}" if self.request_rate is not None else f"c{self.concurrency}"
+        return f"{self.configuration.name}.{self.workload.name}.{level}"
 
     @property
     def label(self) -> str:
-        """The label of the cell's run (`--label` of single runs): configuration and concurrency."""
-        return f"{self.configuration.name} c={self.concurrency}"
+        """The label of the cell's run (`--label` of single runs): configuration and concurrency or rate."""
+        level = f"r={self.request_rate:g}/s" if self.request_rate is not None else f"c={self.concurrency}"
+        return f"{self.configuration.name} {level}"
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,11 @@ class CellOutcome:
 
 
 def cells_of(config: SweepConfig) -> list[Cell]:
-    """Every cell, configuration by configuration, then workload, then rising concurrency."""
+    """Every cell, configuration by configuration, then workload, then rising concurrency (or rate:
+    open-loop cells, each at the lowest concurrency level, which an open loop does not use)."""
+    if config.request_rate is not None:
+        return [Cell(c, w, min(config.concurrency), rate) for c in config.configurations for w in config.workloads
+                for rate in config.request_rate]
     return [Cell(c, w, level) for c in config.configurations for w in config.workloads for level in config.concurrency]
 
 
@@ -75,7 +82,8 @@ class SweepDir:
         except OSError as exc:
             raise SparkbenchError(f"cannot create sweep folder {path}: {describe_os_error(exc)}") from exc
         cells = {cell.cell_id: {"configuration": cell.configuration.name, "workload": cell.workload.name,
-                                "concurrency": cell.concurrency, "status": PENDING, "run_dir": None, "error": None}
+                                "concurrency": cell.concurrency, "request_rate": cell.request_rate,
+                                "status": PENDING, "run_dir": None, "error": None}
                  for cell in cells_of(config)}
         manifest = {"sweep_id": path.name, "sparkbench_version": __version__, "git": git_commit(),
                     "host": host_facts(), "command_line": redact_argv(sys.argv),
