@@ -37,14 +37,14 @@ RunTrial = Callable[[float, Path], Path]  # (rate, folder) -> the run directory 
 class CapacitySettings(StrictModel):
     """How the search runs (the trial runs themselves are ordinary runs at each rate)."""
 
-    name: str = Field("capacity", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Start of the folder's name.")
-    results: PathText = Field(Path("results/capacity"), description="Folder that receives <name>-<time>/.")
-    target: float = Field(0.99, gt=0.0, le=1.0, description="SLO attainment the capacity must keep (0.99 = 99%).")
+    name: str = Field("capacity", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Start of the folder's name [capacity].")
+    results: PathText = Field(Path("results/capacity"), description="Folder that receives <name>-<time>/ [results/capacity].")
+    attainment: float = Field(0.99, gt=0.0, le=1.0, description="SLO attainment the capacity must keep [0.99 = 99%].")
     tolerance: float = Field(0.10, gt=0.0, description="Stop bisecting when the bracket's high end is within "
-                             "this fraction of its low end (0.10 = 10%).")
-    floor_rps: float = Field(0.1, gt=0.0, description="Lowest arrival rate tried, requests/s.")
-    ceiling_rps: float = Field(10.0, gt=0.0, description="Highest arrival rate tried, requests/s.")
-    max_trials: int = Field(12, ge=3, description="Trial runs at most, the confirmation included.")
+                             "this fraction of its low end [0.10 = 10%].")
+    floor_rps: float = Field(0.1, gt=0.0, description="Lowest arrival rate tried, requests/s [0.1].")
+    ceiling_rps: float = Field(10.0, gt=0.0, description="Highest arrival rate tried, requests/s [10].")
+    max_trials: int = Field(12, ge=3, description="Trial runs at most, the confirmation included [12].")
 
     @model_validator(mode="after")
     def _a_bracket(self) -> CapacitySettings:
@@ -88,7 +88,7 @@ def run_search(settings: CapacitySettings, run_trial: RunTrial, facts: dict) -> 
         save(folder, manifest)
         return trial
 
-    found = search(measure, settings.floor_rps, settings.ceiling_rps, settings.target, settings.tolerance,
+    found = search(measure, settings.floor_rps, settings.ceiling_rps, settings.attainment, settings.tolerance,
                    settings.max_trials)
     manifest.update(ended_at=utc_now(), status=found.status, capacity_rps=found.capacity_rps,
                     bracket=[_json_number(v) for v in found.bracket], sentence=found.sentence())
@@ -125,8 +125,8 @@ def write_outputs(folder: Path, manifest: dict) -> tuple[Path, Path]:
     settings = manifest["settings"]
     reduced = any(Run.load(folder / t["run_dir"]).reduced_scale for t in manifest["trials"])
     bracket = tuple(math.inf if v is None else v for v in manifest.get("bracket") or (math.nan, math.nan))
-    figures = [*plot_capacity(trials, bracket, settings["target"], folder / "plots", reduced),
-               *plot_rates(points, folder / "plots", reduced, settings["target"])]
+    figures = [*plot_capacity(trials, bracket, settings["attainment"], folder / "plots", reduced),
+               *plot_rates(points, folder / "plots", reduced, settings["attainment"])]
     title = f"sparkbench capacity {manifest['capacity_id']}"
     notes = [manifest.get("sentence", "search not finished"), *(["REDUCED SCALE CPU test bed"] if reduced else []),
              f"SLO targets: {manifest.get('slo')}; each trial is an ordinary run directory under trials/"]

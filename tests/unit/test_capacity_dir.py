@@ -4,6 +4,8 @@ tables, figures and report; a run without SLO targets is refused in one line."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -46,3 +48,14 @@ def test_a_trial_without_slo_targets_is_refused(tmp_path):
     settings = CapacitySettings(results=tmp_path, floor_rps=1.0, ceiling_rps=20.0)
     with pytest.raises(SparkbenchError, match="needs SLO targets"):
         run_search(settings, trial_runner(slo=None), {})
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "capacity: give the SLO targets to keep"),
+    (["--slo", "e2e=1s", "--floor-rps", "5", "--ceiling-rps", "2"], "--floor must be below --ceiling"),
+    (["--slo", "e2e=1s", "--tolerance", "0"], "tolerance: Input should be greater than 0"),
+])
+def test_bad_input_is_one_line_and_exit_2_before_any_server(args, message):
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "capacity", "synthetic", "--server",
+                           "http://127.0.0.1:9", *args], capture_output=True, text=True)
+    assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1

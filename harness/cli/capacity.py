@@ -1,0 +1,66 @@
+"""`sparkbench capacity NAME`: the highest arrival rate whose SLO attainment stays at or above a
+target, for every registered workload. Each trial is an ordinary open-loop run (`harness.session`)
+of the same request at another rate, on one server held open for the whole search
+(`harness.sweep.capacity_dir`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from harness.cli.app import app
+from harness.cli.binding import Group, bind, given
+from harness.cli.run import SHARED, request_of
+from harness.config import validated
+from harness.errors import SparkbenchError
+from harness.request import RunRequest, RunSwitches
+from harness.run.options import RECORDED, RunSettings
+from harness.sweep.capacity_dir import CapacitySettings
+from workloads.registry import WORKLOADS, WorkloadEntry
+
+capacity_app = typer.Typer(help="Search the highest arrival rate that keeps SLO attainment at a target.",
+                           no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(capacity_app, name="capacity")
+# The search sets the rate of each trial, and where its runs land.
+GROUPS = {**SHARED, "options": Group(RunSettings, skip=frozenset({"request_rate", "schedule", "show_progress"})),
+          "switches": Group(RunSwitches, skip=frozenset({"label", "resume", "results"})),
+          "search": Group(CapacitySettings, overrides=True)}
+
+
+def find_capacity(request: RunRequest, settings: CapacitySettings) -> tuple[Path, Any]:
+    """Bisect over trial runs of `request` at each rate, on one server; (folder, outcome)."""
+    from harness import session
+    from harness.sweep.capacity_dir import run_search
+
+    if not request.options.slo:
+        raise SparkbenchError("capacity: give the SLO targets to keep, e.g. --slo ttft=500ms,tpot=50ms,e2e=30s")
+    facts = {"configuration": request.target.profile or request.target.server or "cpu-testbed",
+             "workload": request.workload.name, "slo": request.options.slo,
+             "options": request.options.model_dump(mode="json", include=set(RECORDED))}
+    with session.open_target(request.target) as target:
+        def run_trial(rate: float, folder: Path) -> Path:
+            options = RunSettings.part_of(request.options, request_rate=rate)
+            trial = request.model_copy(update={"options": options, "results": folder, "label": f"r={rate:g}/s"})
+            return session.run(trial, target).path
+
+        return run_search(settings, run_trial, facts)
+
+
+def add_capacity_command(commands: typer.Typer, name: str, registered: WorkloadEntry) -> None:
+    @bind(workload=Group(registered.config), **GROUPS)
+    def command(workload: dict, target: dict, options: dict, switches: dict, search: dict) -> None:
+        settings = validated(CapacitySettings, given(search), "capacity")
+        request = request_of(name, workload, target, {**options, "show_progress": False}, switches)
+        folder, found = find_capacity(request, settings)
+        print(f"{found.sentence()}\ncapacity: {folder}\nreport: {folder / 'report.html'}")
+        raise typer.Exit(1 if found.status == "out of trials" else 0)
+
+    command.__doc__ = (f"{registered.description} Trial runs at rates bisected between --floor-rps and "
+                       "--ceiling-rps; exit 0 with a capacity (or its bound), 1 when the trials ran out.")
+    commands.command(name)(command)
+
+
+for _name, _entry in WORKLOADS.items():
+    add_capacity_command(capacity_app, _name, _entry)
