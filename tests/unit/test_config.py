@@ -58,7 +58,9 @@ def test_the_manifest_records_the_resolved_config():
                                            "seed": 0, "salt": None, "tokenizer": None}
     assert manifest["options"] == {"warmup": 0, "concurrency": 1, "processes": 1, "request_timeout_s": 900.0,
                                    "first_token_timeout_s": None, "request_deadline_s": None, "max_errors": None,
-                                   "unreachable_grace_s": 120.0}
+                                   "unreachable_grace_s": 120.0, "request_rate": None, "burstiness": 1.0,
+                                   "arrival_seed": 0, "schedule": None, "max_concurrency": None, "duration_s": None,
+                                   "warmup_window_s": 0.0, "cooldown_window_s": 0.0, "slo": None}
     assert SyntheticConfig.model_validate(manifest["workload_config"]) == plan.config
 
 
