@@ -20,7 +20,7 @@ from workloads.registry import NamedWorkload
 
 DEFAULT_THRESHOLDS = default_thresholds()
 # A night's default: a reduced synthetic set and a 20-question GSM8K subset.
-DEFAULT_WORKLOADS = [{"name": "synthetic", "options": {"num_prompts": 8, "input_tokens": 1024, "output_tokens": 128}},
+DEFAULT_WORKLOADS = [{"name": "synthetic", "options": {"num_prompts": 20, "input_tokens": 1024, "output_tokens": 128}},
                      {"name": "gsm8k", "options": {"limit": 20, "max_new_tokens": 64}}]
 
 
@@ -44,6 +44,11 @@ class NightlyConfig(TargetSpec, RunSettings):
     thresholds: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
     alpha: float = Field(0.05, gt=0.0, lt=1.0)
     confirmations: int = Field(2, ge=1)  # reruns to confirm a regression while the host stays busy
+    # A statistic over fewer requests than this is shown ungated (docs/nightly.md, "The rule").
+    min_requests: int = Field(20, ge=2)
+    # Runs of each workload when the baseline is pinned; their spread scales the thresholds.
+    baseline_repeats: int = Field(3, ge=1)
+    noise_multiplier: float = Field(2.0, gt=0.0)
     busy_limits: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_BUSY_LIMITS))
 
     @field_validator("busy_limits")

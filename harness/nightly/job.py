@@ -4,22 +4,39 @@ Every run is measured with the host's load beside it (`harness.run.hostload`, ke
 manifest as `host_load`). A workload that regresses is run again before anything alarms
 (`harness.nightly.settle` states the rule): against a fresh run of the baseline's configuration,
 interleaved, when the baseline's server was launched from a profile and tonight's job launches its
-servers too; else as a plain rerun against the pinned baseline.
+servers too; else as a plain rerun against the pinned baseline. A run is loaded once, as a `Run`,
+and that object is what the gate, the settle step, the history and the report read.
+
+Two nightly jobs never measure one server at the same time (`measuring`): each would be load on
+the other's server that no host figure can see, since the server's CPU is the measured one.
 """
 
 from __future__ import annotations
 
+import fcntl
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pandas as pd
 
 from harness.analysis.run import Run
 from harness.errors import SparkbenchError
 from harness.nightly.config import NightlyConfig
-from harness.nightly.gate import history_rows, pin_baseline, pinned_baseline, verdicts
+from harness.nightly.gate import (
+    GATED,
+    TAIL_FALLBACK,
+    TAIL_QUANTILES,
+    history_rows,
+    pin_baseline,
+    pinned_baseline,
+    verdicts,
+)
 from harness.nightly.history import append_history, night_id, read_history
+from harness.nightly.noise import measure_noise, read_noise, write_noise
 from harness.nightly.settle import (
     CONFIRMED,
     INCONCLUSIVE,
@@ -31,7 +48,6 @@ from harness.nightly.settle import (
     tpot_gap,
     undecided,
 )
-from harness.records.rundir import load_manifest
 from harness.request import RunRequest, TargetSpec
 from harness.run.hostload import HostLoadMeter
 from harness.run.options import RunSettings
@@ -42,8 +58,21 @@ EXIT_CODES = {"pass": EXIT_PASS, "regression": EXIT_REGRESSION, "inconclusive": 
 LOAD_METRICS = ("other_cpu_share", "steal_share", "loadavg_1m", "tpot_client_server_gap")
 
 
+@contextmanager
+def measuring(base_url: str) -> Iterator[None]:
+    """Hold the host-wide lock of the server at `base_url` while measuring it (see the module)."""
+    parts = urlsplit(base_url)
+    path = Path(tempfile.gettempdir()) / f"sparkbench-measuring-{parts.hostname}-{parts.port}.lock"
+    with path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def run_workloads(config: NightlyConfig, names: list[str] | None = None,
-                  launch: tuple[str, Path | None] | None = None, role: str = "nightly") -> dict[str, Path]:
+                  launch: tuple[str, Path | None] | None = None, role: str = "nightly") -> dict[str, Run]:
     """Run the configured workloads (or those `names`) on one server, each with its host load.
 
     The server is config.server, else `launch` = (profile, model) launched for the call (default:
@@ -53,7 +82,7 @@ def run_workloads(config: NightlyConfig, names: list[str] | None = None,
     from harness.records.rundir import RunDir
     from harness.session import open_target, run
 
-    runs: dict[str, Path] = {}
+    runs: dict[str, Run] = {}
     chosen = [w for w in config.workloads if names is None or w.name in names]
     profile, model = launch or (config.profile, config.model)
     target = TargetSpec.part_of(config, profile=profile, model=model)
@@ -62,68 +91,69 @@ def run_workloads(config: NightlyConfig, names: list[str] | None = None,
         for spec in chosen:
             request = RunRequest(target=target, workload=spec, options=settings, results=config.runs_dir)
             meter = HostLoadMeter(opened.base_url)
-            meter.start()
-            done = run(request, opened)
-            load = meter.stop().to_dict()
+            with measuring(opened.base_url):
+                meter.start()
+                done = run(request, opened)
+                load = meter.stop().to_dict()
+            # RunDir shares done's manifest: the Run handed on holds the host load and label too.
             RunDir(done.path, done.manifest).update(
                 host_load={**load, "tpot_client_server_gap": tpot_gap(done.derived)},
                 label=f"{done.manifest['label']} {role}")
-            runs[spec.name] = done.path
+            runs[spec.name] = done
     return runs
 
 
-def gate(config: NightlyConfig, baseline_dir: str | Path, run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(comparison, verdicts) of one run against a baseline run of the same workload."""
+def gate(config: NightlyConfig, baseline: Run, run: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(comparison, verdicts) of one run against a baseline run of the same workload, its thresholds
+    scaled by the workload's measured noise."""
     from harness.analysis.compare import compare_loaded
 
-    base = Run.load(baseline_dir)
-    comparison = compare_loaded([base, Run.load(run_dir)], base.run_id)
-    return comparison, verdicts(comparison, config)
+    comparison = compare_loaded([baseline, run], baseline.run_id)
+    return comparison, verdicts(comparison, config, read_noise(config.state_dir).get(run.workload))
 
 
-def busy(config: NightlyConfig, *run_dirs: Path) -> list[str]:
+def busy(config: NightlyConfig, *runs: Run) -> list[str]:
     """The busy reasons of every run named, each prefixed with its run directory's name."""
-    return [f"{Path(d).name}: {reason}" for d in run_dirs
-            for reason in busy_reasons(load_manifest(Path(d)).get("host_load"), config.busy_limits)]
+    return [f"{run.path.name}: {reason}" for run in runs
+            for reason in busy_reasons(run.manifest.get("host_load"), config.busy_limits)]
 
 
-def relaunchable_baseline(config: NightlyConfig, baseline_dir: str | Path) -> tuple[str, Path | None] | None:
+def relaunchable_baseline(config: NightlyConfig, baseline: Run) -> tuple[str, Path | None] | None:
     """(profile, model) that relaunches the baseline's server, when tonight's job launches servers and
     the baseline's was launched from a profile; None otherwise (a plain rerun then confirms)."""
-    launched = load_manifest(Path(baseline_dir)).get("launched_server")
+    launched = baseline.manifest.get("launched_server")
     if config.server or not launched:
         return None
-    reduced = str(load_manifest(Path(baseline_dir)).get("scale", "")).startswith("REDUCED SCALE")
-    return launched["profile"], None if reduced else Path(launched["model_dir"])
+    return launched["profile"], None if baseline.reduced_scale else Path(launched["model_dir"])
 
 
-def confirmation_attempt(config: NightlyConfig, workload: str, baseline_dir: str) -> Callable[[], Attempt]:
+def confirmation_attempt(config: NightlyConfig, workload: str, baseline: Run) -> Callable[[], Attempt]:
     """A function that makes one confirmation attempt of `workload` (see the module docstring)."""
-    relaunch = relaunchable_baseline(config, baseline_dir)
+    relaunch = relaunchable_baseline(config, baseline)
 
     def attempt() -> Attempt:
         fresh = run_workloads(config, [workload], relaunch, "baseline config")[workload] if relaunch else None
         rerun = run_workloads(config, [workload], role="rerun")[workload]
-        _, table = gate(config, fresh or baseline_dir, rerun)
+        _, table = gate(config, fresh or baseline, rerun)
         runs = (fresh, rerun) if fresh else (rerun,)
         return Attempt(runs=runs, table=table, busy=busy(config, *runs))
     return attempt
 
 
-def confirm(first: pd.DataFrame, attempt: Callable[[], Attempt], limit: int) -> list[Attempt]:
-    """Attempts, one after another, while a first-pass regression is unsettled (at most `limit`)."""
+def confirm(first: pd.DataFrame, attempt: Callable[[], Attempt], limit: int,
+            first_busy: bool = False) -> list[Attempt]:
+    """Attempts, one after another, while a first-pass row is unsettled (at most `limit`)."""
     attempts: list[Attempt] = []
-    while len(attempts) < limit and undecided(first, attempts):
+    while len(attempts) < limit and undecided(first, attempts, first_busy):
         attempts.append(attempt())
     return attempts
 
 
-def load_rows(night: str, run_dir: Path, role: str) -> pd.DataFrame:
+def load_rows(night: str, run: Run, role: str) -> pd.DataFrame:
     """A run's host-load figures as history rows (metric host_<figure>, stat value)."""
-    manifest = load_manifest(run_dir)
-    load = manifest.get("host_load") or {}
-    return pd.DataFrame([{"night": night, "role": role, "run_id": manifest["run_id"],
-                          "workload": manifest["workload"]["name"], "metric": f"host_{name}", "stat": "value",
+    load = run.manifest.get("host_load") or {}
+    return pd.DataFrame([{"night": night, "role": role, "run_id": run.run_id,
+                          "workload": run.workload, "metric": f"host_{name}", "stat": "value",
                           "value": load.get(name), "unit": "load average" if name == "loadavg_1m" else "fraction",
                           "verdict": ""} for name in LOAD_METRICS])
 
@@ -134,48 +164,48 @@ def night_row(night: str, outcome: str) -> pd.DataFrame:
                           "stat": "value", "value": EXIT_CODES[outcome], "unit": "exit code", "verdict": outcome}])
 
 
-def judge_workload(config: NightlyConfig, night: str, baseline_dir: str,
-                   run_dir: Path) -> tuple[pd.DataFrame, list[Attempt], pd.DataFrame]:
-    """Gate one workload's run, confirm its regressions: (settled verdicts, attempts, history rows)."""
-    workload = load_manifest(run_dir)["workload"]["name"]
-    comparison, first = gate(config, baseline_dir, run_dir)
-    attempts = confirm(first, confirmation_attempt(config, workload, baseline_dir), config.confirmations)
-    final = settle(first, attempts)
-    rows = [history_rows(night, comparison, final), load_rows(night, run_dir, "candidate"),
-            *(load_rows(night, d, "confirmation") for a in attempts for d in a.runs)]
+def judge_workload(config: NightlyConfig, night: str, baseline: Run,
+                   run: Run) -> tuple[pd.DataFrame, list[Attempt], pd.DataFrame]:
+    """Gate one workload's run, confirm what needs it: (settled verdicts, attempts, history rows)."""
+    comparison, first = gate(config, baseline, run)
+    first_busy = bool(busy(config, run))
+    attempts = confirm(first, confirmation_attempt(config, run.workload, baseline), config.confirmations, first_busy)
+    final = settle(first, attempts, first_busy)
+    rows = [history_rows(night, comparison, final), load_rows(night, run, "candidate"),
+            *(load_rows(night, r, "confirmation") for a in attempts for r in a.runs)]
     return final, attempts, pd.concat(rows, ignore_index=True)
 
 
-def judge(config: NightlyConfig, night: str, baseline: dict[str, str],
-          runs: dict[str, Path]) -> tuple[pd.DataFrame, str, list[Path]]:
+def judge(config: NightlyConfig, night: str, baseline: dict[str, Run],
+          runs: dict[str, Run]) -> tuple[pd.DataFrame, str, list[Run]]:
     """Gate and settle every workload; append the night to the history in one transaction.
-    Returns (verdict table, night outcome, confirmation run directories)."""
+    Returns (verdict table, night outcome, confirmation runs)."""
     tables, rows, evidence = [], [], []
-    for workload, run_dir in runs.items():
+    for workload, run in runs.items():
         if workload not in baseline:
             raise SparkbenchError(f"no pinned baseline for workload {workload}; re-pin with --pin-baseline")
-        final, attempts, history = judge_workload(config, night, baseline[workload], run_dir)
+        final, attempts, history = judge_workload(config, night, baseline[workload], run)
         tables.append(final)
         rows.append(history)
-        evidence += [d for a in attempts for d in a.runs]
+        evidence += [r for a in attempts for r in a.runs]
     table = pd.concat(tables, ignore_index=True)
     outcome = night_outcome(table)
     append_history(config.state_dir, pd.concat([*rows, night_row(night, outcome)], ignore_index=True))
     return table, outcome, evidence
 
 
-def load_table(run_dirs: list[Path], config: NightlyConfig) -> pd.DataFrame:
+def load_table(runs: list[Run], config: NightlyConfig) -> pd.DataFrame:
     """One row per run of the night: its host-load figures and why it counts as busy, if it does."""
     rows = []
-    for run_dir in run_dirs:
-        load = load_manifest(run_dir).get("host_load") or {}
-        rows.append({"run": run_dir.name, "wall_s": load.get("wall_s"),
+    for run in runs:
+        load = run.manifest.get("host_load") or {}
+        rows.append({"run": run.path.name, "wall_s": load.get("wall_s"),
                      **{name: load.get(name) for name in LOAD_METRICS},
                      "busy": "; ".join(busy_reasons(load, config.busy_limits)) or "no"})
     return pd.DataFrame(rows)
 
 
-def write_report(config: NightlyConfig, night: str, baseline: dict[str, str], run_dirs: list[Path],
+def write_report(config: NightlyConfig, night: str, baseline: dict[str, Run], runs: list[Run],
                  tables: dict[str, pd.DataFrame]) -> Path:
     """The night's own report folder: HTML report with the trend, and the verdict and load tables."""
     from harness.nightly.trend import trend_plot
@@ -186,8 +216,8 @@ def write_report(config: NightlyConfig, night: str, baseline: dict[str, str], ru
     for name, table in tables.items():
         table.to_csv(out / f"{name}.csv", index=False)
     trend = trend_plot(read_history(config.state_dir), out)
-    html, _ = build_report([*[Path(p) for p in baseline.values()], *run_dirs], out,
-                           baseline=next(iter(baseline.values())), extra_images=trend)
+    html, _ = build_report([*[r.path for r in baseline.values()], *[r.path for r in runs]], out,
+                           baseline=next(iter(baseline.values())).path, extra_images=trend)
     return html
 
 
@@ -201,15 +231,28 @@ def print_night(table: pd.DataFrame, load: pd.DataFrame, outcome: str, report: P
     print(f"verdict: {headline}{' (' + names + ')' if names else ''}; report {report}")
 
 
+def pin_with_noise(config: NightlyConfig, runs: dict[str, Run]) -> None:
+    """Pin `runs` as the baseline; run each workload `baseline_repeats - 1` more times and keep the
+    spread of the repeats as the venue's noise (`harness.nightly.noise`)."""
+    repeats = [runs, *(run_workloads(config, role="noise repeat") for _ in range(config.baseline_repeats - 1))]
+    pairs = [(m, s) for m, s, _ in GATED] + [(m, TAIL_FALLBACK) for m, s, _ in GATED if s in TAIL_QUANTILES]
+    noise = {name: measure_noise([r[name] for r in repeats], pairs) for name in runs}
+    pin_baseline(config, {name: run.path for name, run in runs.items()})
+    write_noise(config.state_dir, noise)
+    print(f"baseline pinned for {', '.join(runs)}: {config.baseline_file}")
+    for name, spreads in noise.items():
+        shown = ", ".join(f"{k} {v:.1%}" for k, v in spreads.items()) or "not measured (one repeat)"
+        print(f"  {name}: run-to-run spread over {config.baseline_repeats} repeats: {shown}")
+
+
 def run_night(config: NightlyConfig, pin: bool = False) -> int:
     """One night end to end; returns the exit code (0 pass, 1 regression, 2 could not run, 3 inconclusive)."""
     night = night_id()
     try:
-        baseline = pinned_baseline(config)
+        baseline = {name: Run.load(path) for name, path in pinned_baseline(config).items()}
         runs = run_workloads(config)
         if pin or not baseline:
-            pin_baseline(config, runs)
-            print(f"baseline pinned for {', '.join(runs)}: {config.baseline_file}")
+            pin_with_noise(config, runs)
             return EXIT_PASS
         table, outcome, evidence = judge(config, night, baseline, runs)
         load = load_table([*runs.values(), *evidence], config)

@@ -8,6 +8,9 @@ The rule, per metric that regressed in the first pass (`harness.nightly.gate.ver
 - an attempt on a busy host (`busy_reasons`) settles nothing, whether it agrees or not (load can
   hide a slowdown as well as make one): another attempt is made, up to the configured number; if
   none settles it, the metric is `inconclusive (host busy)`.
+A `pass` drawn from a busy first pass is no more evidence than a regression drawn from one: when
+the first pass ran on a busy host, every load-sensitive metric that passed is settled the same way
+(a quiet attempt says `pass` or `regressed (confirmed)`; none, `inconclusive (host busy)`).
 The night is a regression if any metric is confirmed, else inconclusive if any is inconclusive,
 else a pass.
 """
@@ -64,28 +67,41 @@ def _regressed(verdict: object) -> bool:
     return str(verdict).startswith("regressed")
 
 
-def _settle_metric(metric: str, stat: str, attempts: list[Attempt]) -> str:
+def _settle_metric(metric: str, stat: str, attempts: list[Attempt], refuted: str = NOT_CONFIRMED) -> str:
+    """CONFIRMED, `refuted` or INCONCLUSIVE from the first attempt that can settle the metric."""
     for attempt in attempts:
         match = attempt.table[(attempt.table["metric"] == metric) & (attempt.table["stat"] == stat)]
         if attempt.busy and metric not in LOAD_INSENSITIVE:
             continue  # a busy host can hide a slowdown as well as make one: it settles nothing
         if match.empty or not _regressed(match["verdict"].iloc[0]):
-            return NOT_CONFIRMED
+            return refuted
         return CONFIRMED
     return INCONCLUSIVE
 
 
-def settle(first: pd.DataFrame, attempts: list[Attempt]) -> pd.DataFrame:
-    """The first-pass verdict table with each regression settled by the attempts (module rule) and a
-    `confirmation` column listing each attempt's verdict for that metric."""
+def _unsettled(row: object, first_busy: bool) -> str | None:
+    """What a quiet attempt that does not regress makes of this first-pass row, or None when the
+    row needs no attempt: a regression is refuted (`not confirmed`); a pass on a busy host stands."""
+    if _regressed(row.verdict):
+        return NOT_CONFIRMED
+    if first_busy and row.verdict == "pass" and row.metric not in LOAD_INSENSITIVE:
+        return "pass"
+    return None
+
+
+def settle(first: pd.DataFrame, attempts: list[Attempt], first_busy: bool = False) -> pd.DataFrame:
+    """The first-pass verdict table with each regression (and, after a busy first pass, each
+    load-sensitive pass) settled by the attempts (module rule), and a `confirmation` column listing
+    each attempt's verdict for that metric."""
     final = first.copy()
     seen = []
-    for index, row in first.iterrows():
-        if not _regressed(row["verdict"]):
+    for index, row in zip(first.index, first.itertuples()):
+        refuted = _unsettled(row, first_busy)
+        if refuted is None:
             seen.append("")
             continue
-        final.loc[index, "verdict"] = _settle_metric(row["metric"], row["stat"], attempts)
-        seen.append("; ".join(_attempt_note(a, row["metric"], row["stat"]) for a in attempts))
+        final.loc[index, "verdict"] = _settle_metric(row.metric, row.stat, attempts, refuted)
+        seen.append("; ".join(_attempt_note(a, row.metric, row.stat) for a in attempts))
     return final.assign(confirmation=seen)
 
 
@@ -98,10 +114,10 @@ def _attempt_note(attempt: Attempt, metric: str, stat: str) -> str:
     return text + (" on a busy host" if attempt.busy else "")
 
 
-def undecided(first: pd.DataFrame, attempts: list[Attempt]) -> bool:
-    """Whether a first-pass regression is still neither confirmed nor refuted."""
+def undecided(first: pd.DataFrame, attempts: list[Attempt], first_busy: bool = False) -> bool:
+    """Whether a first-pass row that needs settling (`_unsettled`) is still unsettled."""
     return any(_settle_metric(r.metric, r.stat, attempts) == INCONCLUSIVE
-               for r in first.itertuples() if _regressed(r.verdict))
+               for r in first.itertuples() if _unsettled(r, first_busy) is not None)
 
 
 def night_outcome(final: pd.DataFrame) -> str:

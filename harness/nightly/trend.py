@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.nightly.gate import ACCURACY, GATED, TAIL_FALLBACK, TAIL_QUANTILES
+from harness.nightly.gate import ACCURACIES, GATED, TAIL_FALLBACK, TAIL_QUANTILES
 from harness.report.plots import new_figure, save
 
 TREND_NAME = "nightly_trend"
@@ -23,7 +23,7 @@ def trend_series(history: pd.DataFrame, workload: str, metric: str, stat: str) -
 def trend_plot(history: pd.DataFrame, out_dir: Path) -> list[Path]:
     """One panel per (workload, gated metric): values per night, dashed baseline, red x = regressed."""
     measured = history.dropna(subset=["value"])  # e.g. accept length of a run without speculation
-    shown = [*GATED, *[(m, TAIL_FALLBACK, d) for m, s, d in GATED if s in TAIL_QUANTILES], (*ACCURACY, 0)]
+    shown = [*GATED, *[(m, TAIL_FALLBACK, d) for m, s, d in GATED if s in TAIL_QUANTILES], *[(m, s, 0) for m, s in ACCURACIES]]
     panels = [(w, m, s) for w in sorted(measured["workload"].unique())
               for m, s, _ in shown
               if ((measured["workload"] == w) & (measured["metric"] == m) & (measured["stat"] == s)).any()]

@@ -2,13 +2,18 @@
 
 A comparison of two runs means something only if neither was starved of CPU by work that is not
 being measured. For the span of a run this records the host's CPU time by state (/proc/stat), the
-CPU time of the client (this process) and of the server (the process group of whichever process
-listens on the server's port, when it runs on this host), and the load average (/proc/loadavg):
+CPU time of the client (this process and its descendants, its `--processes` workers among them) and
+of the server (whichever process listens on the server's port, when it runs on this host, and its
+descendants: an engine's workers), and the load average (/proc/loadavg):
 
     other_cpu_share = (host busy ticks - client ticks - server ticks) / (wall seconds * CLK_TCK * cpus)
     steal_share     = steal ticks / all ticks                      (a VM's CPU taken by its hypervisor)
 
-both fractions of the whole host's CPU capacity over the run. A figure that cannot be read here
+both fractions of the whole host's CPU capacity over the run. The server is the listener's process
+tree, not its process group: a server started without a session of its own shares its group with
+whatever started it (a CI job, a test runner and the other servers it started), and counting those
+as the server would hide their load. Processes are found again at `stop()`, so a worker started
+during the run is counted where it belongs. A figure that cannot be read here
 (another OS, a hidden /proc) is None, never a guess. A server on another host is not seen: its
 host's load is not measured.
 """
@@ -74,12 +79,13 @@ def _stat_fields(pid: int, proc: Path) -> list[str] | None:
 
 
 def process_ticks(pids: set[int], proc: Path = PROC) -> dict[int, int]:
-    """pid -> user + system ticks, for the pids still alive."""
+    """pid -> user + system ticks, its own and those of its children that have ended and been
+    waited for (a client's finished worker processes), for the pids still alive."""
     ticks = {}
     for pid in pids:
         fields = _stat_fields(pid, proc)
         if fields is not None:
-            ticks[pid] = int(fields[11]) + int(fields[12])
+            ticks[pid] = sum(int(v) for v in fields[11:15])
     return ticks
 
 
@@ -118,26 +124,42 @@ def listening_pid(port: int, proc: Path = PROC) -> int | None:
     return None
 
 
-def process_group(pid: int, proc: Path = PROC) -> set[int]:
-    """Every process in `pid`'s process group (an engine's workers share its group)."""
-    own = _stat_fields(pid, proc)
-    if own is None:
-        return set()
-    members = set()
-    for other in _pids(proc):
-        fields = _stat_fields(other, proc)
-        if fields is not None and fields[2] == own[2]:
-            members.add(other)
-    return members
+def parents(proc: Path = PROC) -> dict[int, int]:
+    """pid -> parent pid, for every process visible now."""
+    found = {}
+    for pid in _pids(proc):
+        fields = _stat_fields(pid, proc)
+        if fields is not None:
+            found[pid] = int(fields[1])
+    return found
+
+
+def process_tree(root: int, proc: Path = PROC) -> set[int]:
+    """`root` and every process descended from it (an engine's workers, a client's worker processes)."""
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents(proc).items():
+        children.setdefault(parent, []).append(pid)
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid not in tree:
+            tree.add(pid)
+            todo.extend(children.get(pid, ()))
+    return tree
 
 
 def server_processes(base_url: str, proc: Path = PROC) -> set[int]:
-    """The server's processes when it listens on this host, else the empty set."""
+    """The server's processes (the listener's tree) when it listens on this host, else the empty set."""
     parts = urlsplit(base_url)
     if parts.hostname not in LOCAL_HOSTS or parts.port is None:
         return set()
     pid = listening_pid(parts.port, proc)
-    return process_group(pid, proc) if pid is not None else set()
+    return process_tree(pid, proc) if pid is not None else set()
+
+
+def client_processes(server: set[int], proc: Path = PROC) -> set[int]:
+    """This process and its descendants, less the server's (a server this process launched)."""
+    return process_tree(os.getpid(), proc) - server
 
 
 def _loadavg(proc: Path) -> float | None:
@@ -155,20 +177,24 @@ class HostLoadMeter:
         self.cpus = os.cpu_count() or 1
         self.tick_s = 1.0 / os.sysconf("SC_CLK_TCK")
 
+    def _ticks(self) -> tuple[dict[int, int], dict[int, int]]:
+        """(client, server) ticks per process, each side found afresh from the process tree."""
+        server = server_processes(self.base_url, self.proc)
+        self.server_seen |= server
+        return process_ticks(client_processes(server, self.proc), self.proc), process_ticks(server, self.proc)
+
     def start(self) -> None:
-        self.server = server_processes(self.base_url, self.proc)
+        self.server_seen: set[int] = set()
         self.began = time.monotonic()
         self.host0 = read_host_ticks(self.proc)
-        self.client0 = process_ticks({os.getpid()}, self.proc).get(os.getpid())
-        self.server0 = process_ticks(self.server, self.proc)
+        self.client0, self.server0 = self._ticks()
 
     def stop(self) -> HostLoad:
         wall = time.monotonic() - self.began
         host1 = read_host_ticks(self.proc)
-        client1 = process_ticks({os.getpid()}, self.proc).get(os.getpid())
-        server1 = process_ticks(self.server, self.proc)
-        client = None if self.client0 is None or client1 is None else client1 - self.client0
-        server = sum(server1[p] - self.server0[p] for p in server1.keys() & self.server0.keys())
+        client1, server1 = self._ticks()
+        client = _span_ticks(self.client0, client1) if os.getpid() in client1 else None
+        server = _span_ticks(self.server0, server1)
         other = steal = None
         if self.host0 and host1 and client is not None and wall > 0:
             busy = host1.busy - self.host0.busy - client - server
@@ -177,5 +203,11 @@ class HostLoadMeter:
             steal = (host1.steal - self.host0.steal) / all_ticks if all_ticks > 0 else None
         return HostLoad(wall_s=wall, cpus=self.cpus, loadavg_1m=_loadavg(self.proc), other_cpu_share=other,
                         steal_share=steal, client_cpu_s=None if client is None else client * self.tick_s,
-                        server_cpu_s=server * self.tick_s if self.server else None,
-                        server_on_host=bool(self.server))
+                        server_cpu_s=server * self.tick_s if self.server_seen else None,
+                        server_on_host=bool(self.server_seen))
+
+
+def _span_ticks(before: dict[int, int], after: dict[int, int]) -> int:
+    """Ticks spent over the span by the processes alive at its end (all of a newcomer's ticks: it
+    started within the span). One that ended within it counts in its parent's, once waited for."""
+    return sum(ticks - before.get(pid, 0) for pid, ticks in after.items())

@@ -120,3 +120,60 @@ def test_a_bad_config_is_one_line_per_error_and_exit_2_never_the_regression_code
     for error in errors:  # in the config model's field order
         assert sum(error in line for line in lines) == 1, error
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_a_mean_over_too_few_requests_is_shown_ungated(tmp_path):
+    rows = [_row("tpot_ms", "mean", 0.63, 0.3, 0.9, n=6), _row("ttft_ms", "mean", 0.5, 0.3, 0.9, n=20)]
+    assert _verdict(tmp_path, *rows) == {"tpot_ms": "ungated: mean needs 20 requests, has 6", "ttft_ms": "regressed"}
+    table = verdicts(pd.DataFrame(rows), NightlyConfig(state_dir=tmp_path, min_requests=4))
+    assert table["verdict"].tolist() == ["regressed", "regressed"]
+
+
+def test_the_threshold_is_the_floor_raised_to_the_measured_noise(tmp_path):
+    row = _row("tpot_ms", "mean", 0.12, 0.08, 0.16)
+    config = NightlyConfig(state_dir=tmp_path)
+    quiet = verdicts(pd.DataFrame([row]), config, {"tpot_ms mean": 0.01})
+    assert quiet["threshold"].tolist() == [0.05] and quiet["verdict"].tolist() == ["regressed"]
+    noisy = verdicts(pd.DataFrame([row]), config, {"tpot_ms mean": 0.07})
+    assert noisy["threshold"].tolist() == [pytest.approx(0.14)] and noisy["verdict"].tolist() == ["pass"]
+
+
+def test_every_gated_accuracy_counts(tmp_path, monkeypatch):
+    import harness.nightly.gate as gate
+
+    monkeypatch.setattr(gate, "ACCURACIES", [("gsm8k_accuracy_strict", "mean"), ("gsm8k_accuracy_flexible", "mean")])
+    config = NightlyConfig(state_dir=tmp_path, thresholds={"gsm8k_accuracy_flexible": 0.05})
+    rows = [_row("gsm8k_accuracy_strict", "mean", -0.01, -0.02, 0.0, p=0.5),
+            _row("gsm8k_accuracy_flexible", "mean", -0.2, -0.3, -0.1, p=0.001)]
+    table = gate.verdicts(pd.DataFrame(rows), config)
+    assert dict(zip(table["metric"], table["verdict"])) == {"gsm8k_accuracy_strict": "pass",
+                                                            "gsm8k_accuracy_flexible": "regressed"}
+
+
+def test_a_gated_metric_that_compare_never_produces_is_refused_in_one_line():
+    from harness.nightly.gate import check_gates_produced
+
+    with pytest.raises(SparkbenchError, match=r"^gated but never compared: ttft_ms p50, tpot_ms p95 \(metric"):
+        check_gates_produced([("ttft_ms", "p50", -1), ("tpot_ms", "p95", -1), ("e2e_ms", "p95", -1)], [])
+    with pytest.raises(SparkbenchError, match="gsm8k_accuracy_strict value"):
+        check_gates_produced([], [("gsm8k_accuracy_strict", "value")])
+
+
+def test_compare_produces_every_gated_metric_for_every_workload(tmp_path):
+    """Each registered workload's comparison, on made-up runs, holds a row for every gated
+    (metric, stat) (the mean beside every tail) and, for a scored workload, every gated accuracy."""
+    from harness.analysis.compare import compare_runs
+    from harness.nightly.gate import ACCURACIES, GATED, TAIL_FALLBACK, TAIL_QUANTILES
+    from tests.unit.test_report import gsm8k_records, synthetic_records, write_run
+    from workloads.registry import WORKLOADS
+
+    records = {"synthetic": synthetic_records(10.0), "gsm8k": gsm8k_records([True, False] * 5)}
+    assert set(records) == set(WORKLOADS)  # a new workload must be added here
+    for name, entry in WORKLOADS.items():
+        base = write_run(tmp_path, f"{name}-base", records[name], {"name": name})
+        cand = write_run(tmp_path, f"{name}-cand", records[name], {"name": name})
+        produced = set(zip(*compare_runs([base, cand]).query("run_id != baseline_run_id")[["metric", "stat"]].T.values))
+        wanted = {(m, s) for m, s, _ in GATED} | {(m, TAIL_FALLBACK) for m, s, _ in GATED if s in TAIL_QUANTILES}
+        if entry.scorer is not None:
+            wanted |= {pair for pair in ACCURACIES if pair[0] == entry.scorer.accuracy_metric}
+        assert wanted <= produced, name

@@ -8,17 +8,18 @@ from pathlib import Path
 import pandas as pd
 
 import harness.nightly.job as job
+from harness.analysis.run import Run
 from harness.nightly.config import NightlyConfig
 
 
 def _run_dir(folder: Path, name: str, launched: dict | None = None, scale: str = "as configured",
-             host_load: dict | None = None) -> Path:
+             host_load: dict | None = None) -> Run:
     path = folder / name
     path.mkdir()
     manifest = {"run_id": name, "workload": {"name": "synthetic"}, "launched_server": launched, "scale": scale,
                 "host_load": host_load or {"other_cpu_share": 0.01}}
     (path / "manifest.json").write_text(json.dumps(manifest))
-    return path
+    return Run.load(path)
 
 
 def _fake_night(monkeypatch, tmp_path):
@@ -29,8 +30,8 @@ def _fake_night(monkeypatch, tmp_path):
         calls.append(("run", launch))
         return {"synthetic": _run_dir(tmp_path, f"run{len(calls)}", host_load={"other_cpu_share": 0.5})}
 
-    def gate(config, baseline_dir, run_dir):
-        calls.append(("gate", Path(baseline_dir).name, Path(run_dir).name))
+    def gate(config, baseline, run):
+        calls.append(("gate", baseline.path.name, run.path.name))
         return None, pd.DataFrame([{"metric": "tpot_ms", "stat": "mean", "change": 0.2, "verdict": "regressed"}])
 
     monkeypatch.setattr(job, "run_workloads", run_workloads)
@@ -56,9 +57,9 @@ def test_an_attached_server_or_baseline_means_a_plain_rerun(tmp_path):
 def test_interleaved_confirmation_runs_the_baseline_configuration_then_the_candidate(tmp_path, monkeypatch):
     calls = _fake_night(monkeypatch, tmp_path)
     base = _run_dir(tmp_path, "base", {"profile": "cpu-testbed", "model_dir": "/m"})
-    attempt = job.confirmation_attempt(NightlyConfig(state_dir=tmp_path, profile="cpu-slow"), "synthetic", str(base))()
+    attempt = job.confirmation_attempt(NightlyConfig(state_dir=tmp_path, profile="cpu-slow"), "synthetic", base)()
     assert calls == [("run", ("cpu-testbed", Path("/m"))), ("run", None), ("gate", "run1", "run2")]
-    assert [p.name for p in attempt.runs] == ["run1", "run2"]
+    assert [r.path.name for r in attempt.runs] == ["run1", "run2"]
     assert attempt.busy == ["run1: other processes took 50% of the host's CPU (limit 10%)",
                             "run2: other processes took 50% of the host's CPU (limit 10%)"]
 
@@ -66,9 +67,9 @@ def test_interleaved_confirmation_runs_the_baseline_configuration_then_the_candi
 def test_plain_confirmation_reruns_against_the_pinned_baseline(tmp_path, monkeypatch):
     calls = _fake_night(monkeypatch, tmp_path)
     base = _run_dir(tmp_path, "base")
-    attempt = job.confirmation_attempt(NightlyConfig(state_dir=tmp_path, server="http://h:1"), "synthetic", str(base))()
+    attempt = job.confirmation_attempt(NightlyConfig(state_dir=tmp_path, server="http://h:1"), "synthetic", base)()
     assert calls == [("run", None), ("gate", "base", "run1")]
-    assert [p.name for p in attempt.runs] == ["run1"]
+    assert [r.path.name for r in attempt.runs] == ["run1"]
 
 
 def test_the_inconclusive_line_names_the_metrics_it_could_not_settle(capsys):

@@ -110,3 +110,21 @@ def test_tpot_gap_compares_the_client_with_the_server_on_requests_that_have_both
     derived = pd.DataFrame({"tpot_ms": [11.0, 11.0, 50.0], "server_tpot_ms": [10.0, 10.0, math.nan]})
     assert math.isclose(tpot_gap(derived), 0.1)
     assert math.isnan(tpot_gap(pd.DataFrame({"tpot_ms": [1.0], "server_tpot_ms": [math.nan]})))
+
+
+def test_a_pass_from_a_busy_first_pass_is_settled_by_a_quiet_rerun():
+    """A busy first pass proves nothing either way: its passes are settled like its regressions."""
+    first = _table(tpot_ms="pass", gsm8k_accuracy_strict="pass")
+    unsettled = settle(first, [_attempt(True, tpot_ms="pass")], first_busy=True)
+    assert unsettled["verdict"].tolist() == [INCONCLUSIVE, "pass"]  # accuracy needs no quiet host
+    assert night_outcome(unsettled) == "inconclusive"
+    assert settle(first, [_attempt(tpot_ms="pass")], first_busy=True)["verdict"].tolist() == ["pass", "pass"]
+    caught = settle(first, [_attempt(True, tpot_ms="pass"), _attempt(tpot_ms="regressed")], first_busy=True)
+    assert caught["verdict"].tolist() == [CONFIRMED, "pass"]
+    assert settle(first, [], first_busy=False)["verdict"].tolist() == ["pass", "pass"]
+
+
+def test_a_busy_first_pass_asks_for_a_rerun_even_when_everything_passed():
+    first = _table(tpot_ms="pass")
+    assert undecided(first, [], first_busy=True) and not undecided(first, [], first_busy=False)
+    assert not undecided(first, [_attempt(tpot_ms="pass")], first_busy=True)
