@@ -6,6 +6,10 @@
 #   scripts/gpu/h200.sh build    # compile llama-server, make the models (about 6 minutes on an H200)
 #   scripts/gpu/h200.sh testbed  # the llama.cpp end-to-end tests and fixture recording on this build
 #   scripts/gpu/h200.sh bench    # the benchmark runs (build first when its outputs are missing)
+#   scripts/gpu/h200.sh nightly  # the nightly gate's proof (scripts/nightly_proof.py) on MoE models of
+#                                # 24 and 27 layers (25 and 26 for the detection curve), then `table`
+#   scripts/gpu/h200.sh headroom # the client's chunks/s with --processes 1, 2, 4, 8 (scripts/client_headroom.py)
+#   scripts/gpu/h200.sh carry    # llama-server, gzipped and split into 15 MB parts, to $OUT (PREBUILT= later)
 #
 # Run from the repository root. The machine needs no network: the source comes as the stripped
 # archive gpu-carry/llama.cpp-src.tar.gz (`python -m harness.testbed.llamacpp pack
@@ -15,7 +19,11 @@
 # recorded fixtures and the results (as tar.gz) go to $OUT (default gpu-work/out). GPU=0 is the
 # dry run on a CPU machine: no CUDA, a 2-layer model, small shapes, same steps; PREBUILT=path/to/llama-server skips the compile (configure still runs).
 # PYTHON makes the models (torch, transformers); BENCH_PYTHON (default: PYTHON) runs sparkbench.
-# NO_MOE=1 builds without the MoE (enough for the testbed stage).
+# NO_MOE=1 builds without the MoE (enough for the testbed stage). The source tree is unpacked into
+# $WORK/llama.cpp and marked; a tree there without the mark (someone else's) is never deleted.
+# nightly: DEPTHS (default "24 27 25 26": base, slow, then the curve), EXPERTS (default 16: a
+# 2.2 B-parameter model of the same layer shape, quicker to make), NIGHTS (10), NIGHT_BUDGET_S;
+# NIGHTLY_MODELS=1 makes its models during the build stage, beside the compile.
 set -euo pipefail
 
 GPU=${GPU:-1}
@@ -43,6 +51,9 @@ DRAFT=$WORK/draft-q8_0.gguf
 MOE_HF=$WORK/moe-hf
 MOE=$WORK/moe-bf16.gguf
 SITE=$WORK/site
+MARK=.unpacked-by-h200-sh  # in $SRC: this script unpacked the tree, and may replace it
+DEPTHS=${DEPTHS:-24 27 25 26}
+EXPERTS=${EXPERTS:-16}
 export PYTHONPATH=$PWD:$SITE PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 LOGS=$WORK/logs
 mkdir -p "$WORK" "$OUT" "$LOGS"
@@ -66,7 +77,10 @@ convert() {  # HF_DIR OUTFILE OUTTYPE: the pinned converter, with the BPE pre-to
 
 start_build() {  # configure now, compile in the background; `wait_build` joins it
   [[ -x $SERVER ]] && return
-  rm -rf "$SRC" && tar xzf "$ARCHIVE" -C "$WORK"
+  if [[ -e $SRC && ! -f $SRC/$MARK ]]; then
+    echo "$SRC exists and was not unpacked by this script: move it away or set WORK" >&2; exit 1
+  fi
+  rm -rf "$SRC" && tar xzf "$ARCHIVE" -C "$WORK" && touch "$SRC/$MARK"
   cmake -S "$SRC" -B "$SRC/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF "${CMAKE_GPU[@]}" \
@@ -98,6 +112,9 @@ make_models() {
     convert "$MOE_HF" "$MOE" bf16
     rm -rf "$MOE_HF"
     stamp "MoE ready: $(du -h "$MOE" | cut -f1)"
+  fi
+  if [[ -n ${NIGHTLY_MODELS:-} ]]; then  # the nightly proof's models, made beside the compile
+    for depth in $DEPTHS; do moe_gguf "$depth" >/dev/null; done
   fi
 }
 
@@ -155,6 +172,43 @@ bench() {
   stamp "bench stage done"
 }
 
+moe_gguf() {  # LAYERS: the random MoE of that depth and $EXPERTS experts as GGUF (made once)
+  local gguf=$WORK/moe-$1l-$EXPERTS-bf16.gguf hf=$WORK/moe-$1l-hf
+  if [[ ! -f $gguf ]]; then
+    "$PYTHON" scripts/gpu/build_random_moe.py "$TINY" "$hf" --layers "$1" --experts "$EXPERTS" \
+      --device "$([[ $GPU == 1 ]] && echo cuda || echo cpu)" >>"$LOGS/moe.log" 2>&1
+    convert "$hf" "$gguf" bf16
+    rm -rf "$hf"
+    stamp "MoE $1 layers ready: $(du -h "$gguf" | cut -f1)" >&2
+  fi
+  echo "$gguf"
+}
+
+nightly() {  # the gate's proof: base = first depth, slow = second, the rest for the curve
+  [[ -x $SERVER && -f $DRAFT ]] || NO_MOE=1 build
+  local models=() names=(base slow) i=0 depth
+  for depth in $DEPTHS; do
+    models+=(--model "${names[$i]:-layers-$depth}=$(moe_gguf "$depth")"); i=$((i + 1))
+  done
+  rm -rf "$WORK/proof"
+  stamp "nightly proof: ${models[*]}"
+  "$BENCH_PYTHON" scripts/nightly_proof.py run --venue gpu --work "$WORK/proof" --llama-server "$SERVER" \
+    --tokenizer "$TINY" --nights "${NIGHTS:-10}" --budget-s "${NIGHT_BUDGET_S:-inf}" "${models[@]}" 2>&1 \
+    | tee "$LOGS/proof.log"
+  tar czf "$OUT/proof.tar.gz" -C "$WORK" proof
+  stamp "nightly proof done (tables: scripts/nightly_proof.py table --work proof)"
+}
+
+headroom() {
+  "$BENCH_PYTHON" scripts/client_headroom.py --out "$WORK/headroom.jsonl" 2>&1 | tee "$LOGS/headroom.log"
+}
+
+carry() {  # the compiled server back through $OUT (16 MB per file there)
+  [[ -x $SERVER ]] || { echo "no llama-server at $SERVER" >&2; exit 1; }
+  gzip -c "$SERVER" | split -b 15M - "$OUT/llama-server.gz.part-"
+  ls -la "$OUT"
+}
+
 testbed() {  # the tests' own servers from this build (GPU-offloaded by default), in a cache of ours
   export SPARKBENCH_CACHE=$WORK/cache
   "$PYTHON" scripts/gpu/install_testbed.py "$SERVER" "$SRC" >"$LOGS/testbed.log" 2>&1
@@ -168,5 +222,8 @@ case ${1:-} in
   build) build ;;
   testbed) testbed ;;
   bench) bench ;;
-  *) echo "usage: $0 build|testbed|bench" >&2; exit 2 ;;
+  nightly) nightly ;;
+  headroom) headroom ;;
+  carry) carry ;;
+  *) echo "usage: $0 build|testbed|bench|nightly|headroom|carry" >&2; exit 2 ;;
 esac

@@ -100,16 +100,21 @@ def _serve(sock: socket.socket, rate: float, cumulative: bool) -> None:
 
 
 @contextmanager
-def fast_server(rate: float, cumulative: bool = False) -> Iterator[str]:
-    """Serve on a free loopback port in a child process; yield the base URL."""
+def fast_server(rate: float, cumulative: bool = False, workers: int = 1) -> Iterator[str]:
+    """Serve on a free loopback port in `workers` child processes that share the listening socket
+    (each accepts its own connections, so many client processes need not share one server loop);
+    yield the base URL."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
-    process = multiprocessing.get_context("fork").Process(target=_serve, args=(sock, rate, cumulative), daemon=True)
-    process.start()
+    context = multiprocessing.get_context("fork")
+    processes = [context.Process(target=_serve, args=(sock, rate, cumulative), daemon=True) for _ in range(workers)]
+    for process in processes:
+        process.start()
     try:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
-        process.terminate()
-        process.join()
+        for process in processes:
+            process.terminate()
+            process.join()
         sock.close()
