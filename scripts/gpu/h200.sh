@@ -195,7 +195,7 @@ nightly() {  # the gate's proof: base = first depth, slow = second, the rest for
   "$BENCH_PYTHON" scripts/nightly_proof.py run --venue gpu --work "$WORK/proof" --llama-server "$SERVER" \
     --tokenizer "$TINY" --nights "${NIGHTS:-10}" --budget-s "${NIGHT_BUDGET_S:-inf}" "${models[@]}" 2>&1 \
     | tee "$LOGS/proof.log"
-  tar czf "$OUT/proof.tar.gz" -C "$WORK" proof
+  tar czf "$OUT/proof.tar.gz" -C "$WORK" --exclude=proof/state/reports proof  # reports: 55 MB of HTML
   stamp "nightly proof done (tables: scripts/nightly_proof.py table --work proof)"
 }
 
