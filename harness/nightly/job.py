@@ -216,8 +216,8 @@ def write_report(config: NightlyConfig, night: str, baseline: dict[str, Run], ru
     for name, table in tables.items():
         table.to_csv(out / f"{name}.csv", index=False)
     trend = trend_plot(read_history(config.state_dir), out)
-    html, _ = build_report([*[r.path for r in baseline.values()], *[r.path for r in runs]], out,
-                           baseline=next(iter(baseline.values())).path, extra_images=trend)
+    html, _ = build_report([*baseline.values(), *runs], out, baseline=next(iter(baseline.values())).run_id,
+                           extra_images=trend)
     return html
 
 
