@@ -105,7 +105,7 @@ root = Path(sys.argv[1])
 base = Run.load(write_run(root, "base", synthetic_records(10.0), {"name": "synthetic"}))
 slower = Run.load(write_run(root, "slower", synthetic_records(15.0), {"name": "synthetic"}))
 comparison = compare_loaded([base, slower], "base")
-table = verdicts(comparison, NightlyConfig(state_dir=root))
+table = verdicts(comparison, NightlyConfig(state_dir=root, min_requests=6))
 rows = comparison[(comparison["run_id"] == "slower") & (comparison["metric"] == "decode_ms")]
 print(json.dumps({"summary": sorted(base.summary[base.summary["metric"] == "decode_ms"]["stat"]),
                   "compared": rows["stat"].tolist(),
