@@ -52,7 +52,9 @@ def add_capacity_command(commands: typer.Typer, name: str, registered: WorkloadE
     @bind(workload=Group(registered.config), **GROUPS)
     def command(workload: dict, target: dict, options: dict, switches: dict, search: dict) -> None:
         settings = validated(CapacitySettings, given(search), "capacity")
-        request = request_of(name, workload, target, {**options, "show_progress": False}, switches)
+        # Validated as an open loop at the floor's rate; each trial then sets its own.
+        request = request_of(name, workload, target, {**options, "show_progress": False,
+                                                      "request_rate": settings.floor_rps}, switches)
         folder, found = find_capacity(request, settings)
         print(f"{found.sentence()}\ncapacity: {folder}\nreport: {folder / 'report.html'}")
         raise typer.Exit(1 if found.status == "out of trials" else 0)
