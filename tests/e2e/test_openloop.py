@@ -27,6 +27,7 @@ pytestmark = pytest.mark.e2e
 TARGET = 0.5
 E2E_LIMIT = 2.0  # times the median response E2E at a low rate
 LOAD = ["--num-prompts", "12", "--input-tokens", "64", "--output-tokens", "16", "--max-concurrency", "1"]
+FINISHED = ("confirmed", "below the floor", "at least the ceiling")  # runs a minute apart may disagree
 SWEEP_RATES = "0.5,1,1.5,2,3,4,6,8,12,16"
 
 
@@ -47,13 +48,14 @@ def test_a_capacity_search_and_a_rate_sweep_finish_with_their_figures(sglang_ser
     assert found.returncode == 0, found.stderr
     [folder] = list((tmp_path / "capacity").iterdir())
     manifest = json.loads((folder / "capacity.json").read_text())
-    assert manifest["status"] == "confirmed", manifest["sentence"]
-    low, high = manifest["bracket"]
-    last = {trial["rate"]: trial for trial in manifest["trials"]}  # each rate's latest trial
-    assert manifest["trials"][-1]["role"] == "confirmation" and manifest["trials"][-1]["rate"] == low
-    assert last[low]["attainment"] >= TARGET > last[high]["attainment"]  # the bracket is what its runs say
+    assert manifest["status"] in FINISHED and manifest["sentence"] in found.stdout, manifest
+    if manifest["status"] == "confirmed":
+        low, high = manifest["bracket"]
+        last = {trial["rate"]: trial for trial in manifest["trials"]}  # each rate's latest trial
+        assert manifest["trials"][-1]["role"] == "confirmation" and manifest["trials"][-1]["rate"] == low
+        assert last[low]["attainment"] >= TARGET > last[high]["attainment"]  # the bracket is what its runs say
     page = (folder / "report.html").read_text(encoding="utf-8")
-    assert page.count("data:image/png;base64,") == 4 and "confirmed by a final run" in page
+    assert page.count("data:image/png;base64,") == 4 and manifest["sentence"] in page
 
     swept = sparkbench("sweep", "--server", sglang_server.base_url, *tokenizer, "--request-rate", SWEEP_RATES,
                        *LOAD, *slo,
