@@ -15,6 +15,7 @@ marked reduced scale."""
 
 from __future__ import annotations
 
+import html
 import json
 
 import pandas as pd
@@ -55,7 +56,7 @@ def test_a_capacity_search_and_a_rate_sweep_finish_with_their_figures(sglang_ser
         assert manifest["trials"][-1]["role"] == "confirmation" and manifest["trials"][-1]["rate"] == low
         assert last[low]["attainment"] >= TARGET > last[high]["attainment"]  # the bracket is what its runs say
     page = (folder / "report.html").read_text(encoding="utf-8")
-    assert page.count("data:image/png;base64,") == 4 and manifest["sentence"] in page
+    assert page.count("data:image/png;base64,") == 4 and html.escape(manifest["sentence"]) in page
 
     swept = sparkbench("sweep", "--server", sglang_server.base_url, *tokenizer, "--request-rate", SWEEP_RATES,
                        *LOAD, *slo,
