@@ -46,6 +46,7 @@ class StreamResult:
     cached_tokens: int | None = None
     finish_reason: str | None = None
     stream_mode: str = "unknown"  # cumulative | incremental | unknown (a single chunk proves neither)
+    received_bytes: int = 0  # bytes of the `data:` payloads received: a token count cannot exceed it
     # Set when the request failed: what went wrong (one of ERROR_KINDS) and the one-line reason.
     # The times and tokens above are whatever arrived before the failure.
     error_kind: str | None = None
@@ -149,7 +150,7 @@ ERROR_TYPES: dict[str, type[RequestFailed]] = {cls.kind: cls for cls in (
 # Every kind a failed request's record can carry: the client's failures, then the outcomes the
 # record itself judges (`harness.records.requests.outcome`). A never-sent request is not recorded.
 ERROR_KINDS = (*(kind for kind in ERROR_TYPES if kind != ConnectFailed.kind), "aborted", "no_tokens",
-               "short_output")
+               "short_output", "impossible_count")
 
 
 def answers_json(http: httpx.Client, url: str) -> bool:

@@ -89,10 +89,10 @@ def _take_final(result: StreamResult, chunk: dict[str, Any]) -> None:
     result.cached_tokens = int(cached) if isinstance(cached, (int, float)) else None
 
 
-async def events(http: Session, url: str, body: dict[str, Any]) -> AsyncIterator[tuple[int, Any]]:
+async def events(http: Session, url: str, body: dict[str, Any], result: StreamResult) -> AsyncIterator[tuple[int, Any]]:
     """The stream's chunks, then DONE right after the `stop: true` chunk: llama.cpp's native stream
     sends no `data: [DONE]`, its last chunk is the end."""
-    async with contextlib.aclosing(post_sse(http, url, body)) as chunks:
+    async with contextlib.aclosing(post_sse(http, url, body, tally=result)) as chunks:
         async for now, payload in chunks:
             yield now, payload
             if isinstance(payload, dict) and payload.get("stop"):
@@ -106,7 +106,7 @@ async def stream(http: Session, base_url: str, body: dict[str, Any],
     recorded on it: `harness.engines.stream.collect`)."""
     url = base_url + COMPLETION
     result = StreamResult(sent_unix_s=time.time(), sent_ns=time.perf_counter_ns(), stream_mode="incremental")
-    return await collect(events(http, url, body), result, absorb_chunk, url, deadlines)
+    return await collect(events(http, url, body, result), result, absorb_chunk, url, deadlines)
 
 
 def _get_json(http: httpx.Client, url: str) -> Any:

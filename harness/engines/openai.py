@@ -153,7 +153,7 @@ async def stream(http: Session, base_url: str, body: dict[str, Any], path: str,
     """
     url = base_url + path
     result = StreamResult(sent_unix_s=time.time(), sent_ns=time.perf_counter_ns(), stream_mode="incremental")
-    await collect(post_sse(http, url, body), result, _absorb_chunk, url, deadlines)
+    await collect(post_sse(http, url, body, tally=result), result, _absorb_chunk, url, deadlines)
     if result.error_kind == ServerHTTPError.kind and _is_missing_route(result.error_message or "", url):
         raise not_openai(base_url, f"{path} answered 404")
     _take_counts(result)

@@ -53,7 +53,7 @@ async def generate(http: Session, base_url: str, prompt: Prompt,
     url = f"{base_url}/generate"
     result = StreamResult(sent_unix_s=time.time(), sent_ns=time.perf_counter_ns())
     chunks = ChunkReader()
-    await collect(post_sse(http, url, request_body(prompt), chunks.decode), result, chunks.absorb, url, deadlines)
+    await collect(post_sse(http, url, request_body(prompt), chunks.decode, tally=result), result, chunks.absorb, url, deadlines)
     chunks.finish(result, url)
     _take_counts(result)
     return result

@@ -23,7 +23,14 @@ from urllib.parse import unquote
 import httpx
 import msgspec
 
-from harness.engines.base import ConnectFailed, MalformedStream, RequestTimeout, ServerHTTPError, ServerUnreachable
+from harness.engines.base import (
+    ConnectFailed,
+    MalformedStream,
+    RequestTimeout,
+    ServerHTTPError,
+    ServerUnreachable,
+    StreamResult,
+)
 from harness.engines.wire import EventStreamReader
 
 DONE = object()  # sentinel yielded for `data: [DONE]`
@@ -204,11 +211,12 @@ async def _open_socket(address: Address, protocol: Callable[[], asyncio.Protocol
     return await asyncio.get_running_loop().create_connection(protocol, host, port, ssl=secure)
 
 
-async def post_sse(http: Session, url: str, body: dict[str, Any],
-                   decode: Decode = json_object) -> AsyncIterator[tuple[int, Any]]:
+async def post_sse(http: Session, url: str, body: dict[str, Any], decode: Decode = json_object,
+                   tally: StreamResult | None = None) -> AsyncIterator[tuple[int, Any]]:
     """POST `body` and yield `(perf_counter_ns at arrival, payload)` for each SSE data line.
 
-    The payload is `decode(url, raw bytes)` (default: the JSON object), or DONE. Transport failures
+    The payload is `decode(url, raw bytes)` (default: the JSON object), or DONE. The size of every
+    payload is added to `tally.received_bytes`: what a server's token counts are checked against. Transport failures
     become one-line errors; ConnectFailed means the request was never sent. The connection is kept
     for the next request only when the stream ended cleanly (or its reader stopped after [DONE]).
     """
@@ -221,6 +229,8 @@ async def post_sse(http: Session, url: str, body: dict[str, Any],
         while True:
             while conn.events:
                 now, raw = conn.events.popleft()
+                if tally is not None:
+                    tally.received_bytes += len(raw)
                 yield now, (DONE if raw == DONE_BYTES else decode(url, raw))
             if conn.error is not None:
                 raise conn.error

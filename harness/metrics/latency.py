@@ -95,6 +95,9 @@ def client_columns(df: pd.DataFrame, metas: list[dict[str, Any]]) -> dict[str, o
     gaps = [chunk_gaps_ms(cell) for cell in df["chunk_ns"]]
     gap_tokens = [chunk_gap_tokens(cell, counts_from_server(meta))
                   for cell, meta in zip(df["chunk_tokens"], metas)]
+    # A failed request's counts were never checked (they may claim 10^9 tokens): its ITL is not
+    # spread over them, so memory stays bounded whatever the server said.
+    ok = (df["status"] == "ok").tolist() if "status" in df else [True] * len(df)
     return {
         "ttft_ms": ttft_ms(df),
         "e2e_ms": e2e,
@@ -104,6 +107,6 @@ def client_columns(df: pd.DataFrame, metas: list[dict[str, Any]]) -> dict[str, o
         "e2e_per_token_ms": e2e_per_token_ms(e2e, completion),
         "chunk_gaps_ms": gaps,
         "chunk_gap_tokens": gap_tokens,
-        "itl_ms": [itl_ms(g, t) for g, t in zip(gaps, gap_tokens)],
+        "itl_ms": [itl_ms(g, t) if good else [] for g, t, good in zip(gaps, gap_tokens, ok)],
         "tokens_per_chunk": tokens_per_chunk(completion, df["chunk_ns"]),
     }

@@ -100,19 +100,39 @@ class RequestRecord:
 def outcome(result: StreamResult, sampling: SamplingParams) -> dict[str, Any]:
     """`status`, `error_kind`, `error_message` of a finished request.
 
-    Besides the client's own failures, a stream that ended normally is an error when the server
-    aborted it, sent no token, or (with ignore_eos) sent fewer tokens than the fixed length asked
-    for: its figures would describe a different request than the one asked.
+    Besides the client's own failures, a stream that ended normally is an error when its counts
+    cannot be true (`impossible_count`), when the server aborted it, sent no token, or (with
+    ignore_eos) sent fewer tokens than the fixed length asked for: its figures would describe a
+    different request than the one asked.
     """
     kind, message = result.error_kind, result.error_message
     tokens = result.completion_tokens
-    if kind is None and result.finish_reason == "abort":
+    impossible = impossible_count(result, sampling)
+    if impossible:
+        kind, message = "impossible_count", impossible  # whatever else went wrong: these counts are lies
+    elif kind is None and result.finish_reason == "abort":
         kind, message = "aborted", "the server aborted the request"
     elif kind is None and not tokens:
         kind, message = "no_tokens", "the server sent no token"
     elif kind is None and sampling.ignore_eos and tokens < sampling.max_new_tokens:
         kind, message = "short_output", f"{tokens} of the {sampling.max_new_tokens} tokens asked for (ignore_eos)"
     return {"status": "ok" if kind is None else "error", "error_kind": kind, "error_message": message}
+
+
+def impossible_count(result: StreamResult, sampling: SamplingParams) -> str | None:
+    """Why the server's token counts cannot be true, or None: a count below zero, more generated
+    tokens than asked for, or more than bytes received (every token arrives in at least one byte).
+    The metrics spread each chunk over its tokens, so a count believed unchecked could cost any
+    amount of memory."""
+    claimed = max(result.completion_tokens or 0, result.tokens_so_far)
+    counts = (result.completion_tokens, result.prompt_tokens, result.cached_tokens)
+    if any(count is not None and count < 0 for count in counts):
+        return f"the server reported a negative token count {counts}"
+    if claimed > sampling.max_new_tokens:
+        return f"the server claims {claimed} tokens, more than the {sampling.max_new_tokens} asked for"
+    if claimed > result.received_bytes:
+        return f"the server claims {claimed} tokens in {result.received_bytes} bytes received"
+    return None
 
 
 COLUMNS = list(RequestRecord.__dataclass_fields__)

@@ -90,7 +90,7 @@ class OpenLoopPool(Pool):
                     continue
                 result.scheduled_ns = due
                 self.record(seq, prompt, result)
-                self._count(result)
+                self._count(prompt, result)
                 prompt = next_turn(prompt, result.text) if result.error_kind is None else None
                 seq, due = seq + self.turn_stride, None
         finally:

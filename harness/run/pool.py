@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from harness.chat import next_turn
 from harness.engines.base import ConnectFailed, RequestFailed, StreamResult
+from harness.records.requests import outcome
 from harness.spec import Prompt
 
 Send = Callable[[Prompt], Awaitable[StreamResult]]
@@ -34,17 +35,20 @@ def default_max_errors(requests: int) -> int:
     return 10 + math.ceil(0.05 * requests)
 
 
-def charge_error(errors: Counter, rules: StopRules, result: StreamResult) -> str | None:
-    """Count a failed request in `errors`; the reason to stop once they are more than the budget."""
-    if result.error_kind is None:
+def charge_error(errors: Counter, rules: StopRules, prompt: Prompt, result: StreamResult) -> str | None:
+    """Count a failed request in `errors`; the reason to stop once they are more than the budget.
+    Failed as its record says (`outcome`): the outcomes the record judges (short output, no
+    tokens, impossible counts) are failures like the client's own."""
+    judged = outcome(result, prompt.sampling)
+    if judged["error_kind"] is None:
         return None
-    errors[result.error_kind] += 1
+    errors[judged["error_kind"]] += 1
     failed = sum(errors.values())
     if failed <= rules.max_errors:
         return None
     kinds = ", ".join(f"{kind} {n}" for kind, n in errors.most_common())
     return (f"{failed} failed requests, more than --max-errors {rules.max_errors} ({kinds}); "
-            f"last: {result.error_message}")
+            f"last: {judged['error_message']}")
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,7 @@ class Pool:
                 queue.put_nowait((seq, prompt))  # never sent: try it again once the server is back
                 return
             self.record(seq, prompt, result)
-            self._count(result)
+            self._count(prompt, result)
             # A failed turn ends its conversation: the next turn would be built on no answer.
             prompt = next_turn(prompt, result.text) if result.error_kind is None else None
             seq += self.turn_stride
@@ -111,9 +115,9 @@ class Pool:
         self._unreachable_since = None
         return result
 
-    def _count(self, result: StreamResult) -> None:
+    def _count(self, prompt: Prompt, result: StreamResult) -> None:
         """Charge a failed request to the error budget; stop once it is spent."""
-        reason = charge_error(self.errors, self.rules, result)
+        reason = charge_error(self.errors, self.rules, prompt, result)
         if reason:
             self.stop(reason)
 

@@ -148,7 +148,7 @@ class ProcessPool:
             elif kind == "record":
                 seq, prompt, result = rest
                 self.record(seq, prompt, shifted(result, offsets[index]))
-                self._count(result)
+                self._count(prompt, result)
             else:
                 running.discard(index)
                 self.stop_reason = self.stop_reason or rest[0]
@@ -156,8 +156,8 @@ class ProcessPool:
         for worker in workers:
             worker.join()
 
-    def _count(self, result: StreamResult) -> None:
+    def _count(self, prompt: Prompt, result: StreamResult) -> None:
         """The error budget is the run's, over every process."""
-        reason = charge_error(self.errors, self.rules, result)
+        reason = charge_error(self.errors, self.rules, prompt, result)
         if reason:
             self.stop(reason)

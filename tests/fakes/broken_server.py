@@ -9,7 +9,9 @@ the requests whose arrival index is in `requests` (all when None) fail as `kind`
 - `http_503`: `503 Service Unavailable` with a JSON error body;
 - `html_200`: `200` with a proxy's HTML error page;
 - `keepalive`: SSE comment lines (`: keep-alive`) every 50 ms and never a token;
-- `short`: a normal stream with half the tokens asked for.
+- `short`: a normal stream with half the tokens asked for;
+- `lying_count`: a normal stream whose last chunk claims LIE_TOKENS completion tokens;
+- `echo_key`: `401` whose error body echoes the Authorization header it was sent.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from typing import Any
 from tests.fakes.stream_server import Script, _Handler, threaded
 
 NONE = "none"  # a breakage that breaks nothing: the plain scripted server
-BREAKAGES = ("truncated_json", "no_done", "disconnect", "http_503", "html_200", "keepalive", "short")
+BREAKAGES = ("truncated_json", "no_done", "disconnect", "http_503", "html_200", "keepalive", "short",
+             "lying_count", "echo_key")
+LIE_TOKENS = 10**9
 CHUNKS_BEFORE_BREAK = 3
 KEEPALIVE_FOR_S = 30.0
 
@@ -55,7 +59,7 @@ class _BrokenHandler(_Handler):
         self.received.append({"path": self.path, "authorization": self.headers.get("authorization")})
         self._kind = self.breakage.kind if self.breakage.applies(next(self.arrivals)) else None
         self._events = 0
-        if self._kind in ("http_503", "html_200", "keepalive"):
+        if self._kind in ("http_503", "html_200", "keepalive", "echo_key"):
             self.rfile.read(int(self.headers["content-length"]))
             getattr(self, f"_{self._kind}")()
             return
@@ -83,7 +87,12 @@ class _BrokenHandler(_Handler):
         if self._kind == "disconnect" and self._events > CHUNKS_BEFORE_BREAK:
             self.connection.shutdown(socket.SHUT_RDWR)
             raise _Stop
+        if self._kind == "lying_count" and isinstance(payload, dict):
+            _lie(payload)
         super()._event(payload)
+
+    def _echo_key(self) -> None:
+        self._json(401, {"error": {"message": f"invalid credentials: {self.headers.get('authorization')}"}})
 
     def _http_503(self) -> None:
         self._json(503, {"error": {"message": "Service Unavailable", "code": 503}})
@@ -109,6 +118,15 @@ class _BrokenHandler(_Handler):
                 time.sleep(0.05)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+
+
+def _lie(chunk: dict[str, Any]) -> None:
+    """Claim LIE_TOKENS in the chunk that carries the final counts (SGLang's last, OpenAI's usage)."""
+    meta = chunk.get("meta_info") or {}
+    if meta.get("finish_reason"):
+        meta["completion_tokens"] = LIE_TOKENS
+    if chunk.get("choices") == [] and "usage" in chunk:
+        chunk["usage"]["completion_tokens"] = LIE_TOKENS
 
 
 @contextmanager

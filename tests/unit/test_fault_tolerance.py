@@ -4,6 +4,8 @@ record with its kind, the run goes on, and the good records are intact (both str
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -11,14 +13,14 @@ from harness.engines.openai import OpenAIBackend
 from harness.engines.sglang import SGLangBackend
 from harness.records.requests import load_requests
 from harness.records.rundir import RunDir
-from harness.run.runner import RunOptions, execute
+from harness.run.runner import RunAborted, RunOptions, execute
 from harness.spec import Prompt, SamplingParams
 from tests.fakes.broken_server import BREAKAGES, Breakage, breaking
 
 TOKENS = 16
 EXPECTED_KIND = {"truncated_json": "malformed_chunk", "no_done": "no_done", "disconnect": "disconnected",
                  "http_503": "http_status", "html_200": "malformed_chunk", "keepalive": "timeout",
-                 "short": "short_output"}
+                 "short": "short_output", "lying_count": "impossible_count", "echo_key": "http_status"}
 CLIENTS = {"sglang": SGLangBackend, "openai": lambda: OpenAIBackend(model="fake-model", engine="vllm")}
 
 
@@ -77,3 +79,39 @@ def test_a_stream_of_keep_alive_comments_ends_at_the_first_token_deadline(tmp_pa
         run = run_against(url, "sglang", tmp_path, count=1, request_timeout_s=30.0, first_token_timeout_s=0.5)
     row = load_requests(run.path).iloc[0]
     assert row["error_kind"] == "first_token_timeout" and "no first token within 0.5 s" in row["error_message"]
+
+
+def test_outcomes_the_record_judges_count_against_the_error_budget(tmp_path):
+    with breaking(Breakage("short")) as url, pytest.raises(RunAborted, match="short_output 3"):
+        run_against(url, "sglang", tmp_path, count=8, max_errors=2)
+    (run,) = tmp_path.glob("run-*")
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and "more than --max-errors 2" in manifest["error"]
+    assert len(load_requests(run)) == 3
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_a_server_claiming_a_billion_tokens_costs_no_memory(client, tmp_path):
+    """The lie is recorded as its own kind, and the tables are derived in a process limited to
+    1 GiB of address space above what it has already mapped (spreading 10^9 tokens takes 7.45 GiB)."""
+    with breaking(Breakage("lying_count", frozenset({0}))) as url:
+        run = run_against(url, client, tmp_path, count=2)
+    row = load_requests(run.path).iloc[0]
+    assert row["error_kind"] == "impossible_count" and "more than the 16 asked for" in row["error_message"]
+    derived = subprocess.run([sys.executable, "-c", LIMITED_SUMMARY, str(run.path)], capture_output=True, text=True,
+                             timeout=120)
+    assert derived.returncode == 0, derived.stderr[-2000:]
+    assert "requests_ok 1.0" in derived.stdout
+
+
+LIMITED_SUMMARY = """
+import resource, sys
+from pathlib import Path
+from harness.analysis.run import Run
+run = Run.load(Path(sys.argv[1]))
+run.requests
+soft = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize() + 2**30
+resource.setrlimit(resource.RLIMIT_AS, (soft, resource.RLIM_INFINITY))
+summary = run.summary.set_index(['metric', 'stat'])['value']
+print('requests_ok', summary['requests_ok', 'value'])
+"""

@@ -19,7 +19,8 @@ def _record(seq: int) -> RequestRecord:
     result = StreamResult(sent_unix_s=1.0, sent_ns=100, end_ns=900, first_token_ns=200, last_token_ns=800,
                           chunk_ns=[200, 800], chunk_tokens=[1, 3], text="abc", output_ids=[5, 6, 7],
                           meta={"completion_tokens": 3}, prompt_tokens=4, completion_tokens=3,
-                          cached_tokens=0, finish_reason="length", stream_mode="cumulative")
+                          cached_tokens=0, finish_reason="length", stream_mode="cumulative",
+                          received_bytes=64)
     prompt = Prompt(f"p{seq}", SamplingParams(max_new_tokens=3), input_ids=(1, 2, 3, 4), item={"gold": "7"})
     return RequestRecord.build(run_id="r", seq=seq, workload="synthetic", engine="sglang", api="sglang",
                                prompt=prompt, result=result)

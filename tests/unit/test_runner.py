@@ -38,7 +38,7 @@ class ScriptedBackend:
             raise failure
         return StreamResult(sent_unix_s=0.0, sent_ns=1, end_ns=4, first_token_ns=2, last_token_ns=3,
                             chunk_ns=[2, 3], chunk_tokens=[1, 2], completion_tokens=2, prompt_tokens=3,
-                            cached_tokens=0, finish_reason="length")
+                            cached_tokens=0, finish_reason="length", received_bytes=64)
 
     def snapshot(self, http, base_url):
         return {}
