@@ -10,9 +10,16 @@ call it from the socket callback, stamp the arrival there and hand over only fin
 
 from __future__ import annotations
 
+import re
+
 from harness.engines.base import MalformedStream
 
 MAX_HEAD_BYTES = 64 * 1024  # a status line and headers longer than this are not an HTTP answer
+MAX_CHUNK_SIZE_LINE = 1024  # a chunk size line (with its extensions) longer than this is not HTTP
+# ASCII only: str.isdigit() also takes "²" and "٣", which int() then refuses with a ValueError.
+_STATUS_LINE = re.compile(rb"HTTP/1\.[0-9] ([0-9]{3})(?: .*)?", re.DOTALL)
+_DECIMAL = re.compile(rb"[0-9]+")
+_HEX = re.compile(rb"[0-9A-Fa-f]+")
 MAX_ERROR_BODY = 4096  # of an error answer, only the start is kept for the message
 DATA = b"data:"
 
@@ -62,18 +69,17 @@ class EventStreamReader:
         return self.status is not None and self.status < 400
 
     def _read_head(self) -> bool:
-        end = self._raw.find(b"\r\n\r\n")
+        end = _bounded_find(self._raw, b"\r\n\r\n", MAX_HEAD_BYTES, "the status line and headers")
         if end < 0:
-            if len(self._raw) > MAX_HEAD_BYTES:
-                raise MalformedStream(f"answer has no end of headers within {MAX_HEAD_BYTES} bytes")
             return False
-        lines = bytes(self._raw[:end]).decode("latin-1").split("\r\n")
+        head = bytes(self._raw[:end])
         del self._raw[:end + 4]
-        parts = lines[0].split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-            raise MalformedStream(f"answer is not HTTP/1.x: {lines[0][:80]!r}")
-        self.status = int(parts[1])
-        for line in lines[1:]:
+        status_line, _, rest = head.partition(b"\r\n")
+        matched = _STATUS_LINE.fullmatch(status_line)
+        if matched is None:
+            raise MalformedStream(f"answer is not HTTP/1.x: {status_line[:80]!r}")
+        self.status = int(matched.group(1))
+        for line in rest.decode("latin-1").split("\r\n"):
             name, _, value = line.partition(":")
             self.headers[name.strip().lower()] = value.strip()
         self._chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
@@ -87,17 +93,15 @@ class EventStreamReader:
         raw = self._raw
         while raw and not self.complete:
             if self._trailers:
-                end = raw.find(b"\r\n")
+                end = _bounded_find(raw, b"\r\n", MAX_HEAD_BYTES, "a trailer line")
                 if end < 0:
                     return
                 del raw[:end + 2]
                 self.complete = end == 0  # a blank line ends the trailers and the body
                 continue
             if self._chunk_left is None:
-                end = raw.find(b"\r\n")
+                end = _bounded_find(raw, b"\r\n", MAX_CHUNK_SIZE_LINE, "a chunk size line")
                 if end < 0:
-                    if len(raw) > 1024:
-                        raise MalformedStream("chunk size line too long")
                     return
                 self._chunk_left = _chunk_size(bytes(raw[:end]))
                 del raw[:end + 2]
@@ -147,15 +151,28 @@ def _payload(line: bytes) -> bytes:
     return line[5:].strip()
 
 
+def _bounded_find(raw: bytearray, separator: bytes, limit: int, what: str) -> int:
+    """Where `separator` starts in `raw`, if what precedes it and itself fit in `limit` bytes; -1 to
+    wait for more bytes. The limit is on the content, never on how the reads split it."""
+    end = raw.find(separator, 0, limit)
+    if end >= 0:
+        return end
+    if len(raw) >= limit:
+        raise MalformedStream(f"{what} is longer than {limit} bytes")
+    return -1
+
+
 def _content_length(value: str) -> int:
-    if not value.strip().isdigit():
+    digits = value.strip().encode("latin-1")
+    if _DECIMAL.fullmatch(digits) is None:
         raise MalformedStream(f"bad content-length {value[:40]!r}")
-    return int(value)
+    return int(digits)
 
 
 def _chunk_size(line: bytes) -> int:
-    size = line.split(b";", 1)[0].strip()
-    try:
-        return int(size, 16)
-    except ValueError:
-        raise MalformedStream(f"bad chunk size line {line[:40]!r}") from None
+    """The size of a chunk from its size line: hex digits only (int() would also take `0x`, `_`,
+    signs and spaces)."""
+    size = line.split(b";", 1)[0].strip(b" \t")
+    if _HEX.fullmatch(size) is None:
+        raise MalformedStream(f"bad chunk size line {line[:40]!r}")
+    return int(size, 16)
