@@ -1,26 +1,53 @@
 """Credentials: where an API key comes from, and keeping every secret out of what is written.
 
-A password in a server URL (`http://user:pass@host`) is used for the requests (httpx sends it as
-basic auth) and shown nowhere: manifests, reports and error lines go through `redact`. An API key
-is sent as `Authorization: Bearer ...` and never written at all.
+A password in a server URL (`http://user:pass@host`) is used for the requests (sent as basic
+auth) and shown nowhere; an API key is sent as `Authorization: Bearer ...` and never written. Every
+text the harness writes (records, manifests, logs, reports, error lines) goes through `redact`,
+which masks URL user info, `Bearer`/`Basic` credentials, and every secret this process was given
+(`remember`), wherever a server may have echoed it.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import re
+from urllib.parse import unquote, urlsplit
 
 API_KEY_VARIABLES = ("SPARKBENCH_API_KEY", "OPENAI_API_KEY")  # first one set wins
 API_KEY_FLAG = "--api-key"
 MASK = "***"
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s\"']+@")
+_AUTH_VALUE = re.compile(r"(?P<scheme>\b(?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+MIN_SECRET_CHARS = 8  # shorter values could match ordinary text (or an embedded figure); masked in URLs and headers only
+_remembered: set[str] = set()
+
+
+def remember(secret: str | None) -> None:
+    """Mask `secret` in everything `redact` sees from now on, in this process."""
+    if secret and len(secret) >= MIN_SECRET_CHARS:
+        _remembered.add(secret)
+
+
+def remember_url(url: str) -> None:
+    """Remember the user info of `url` as it may be echoed: raw, decoded, and as basic auth."""
+    try:
+        userinfo = urlsplit(url).netloc.rpartition("@")[0]
+    except ValueError:
+        return
+    if not userinfo:
+        return
+    decoded = unquote(userinfo)
+    for secret in (userinfo, decoded, decoded.partition(":")[2], base64.b64encode(decoded.encode()).decode()):
+        remember(secret)
 
 
 def api_key(explicit: str | None = None) -> str | None:
-    """The key given on the command line, else from the environment (API_KEY_VARIABLES), else None."""
-    if explicit:
-        return explicit
-    return next((os.environ[name] for name in API_KEY_VARIABLES if os.environ.get(name)), None)
+    """The key given on the command line, else from the environment (API_KEY_VARIABLES), else None;
+    remembered for `redact`."""
+    key = explicit or next((os.environ[name] for name in API_KEY_VARIABLES if os.environ.get(name)), None)
+    remember(key)
+    return key
 
 
 def auth_headers(key: str | None) -> dict[str, str]:
@@ -28,8 +55,13 @@ def auth_headers(key: str | None) -> dict[str, str]:
 
 
 def redact(text: str) -> str:
-    """`text` with the user and password of every URL replaced by MASK."""
-    return _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
+    """`text` with the user info of every URL, every `Bearer`/`Basic` credential and every
+    remembered secret replaced by MASK: the one redaction of everything written."""
+    text = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
+    text = _AUTH_VALUE.sub(lambda m: f"{m.group('scheme')}{MASK}", text)
+    for secret in sorted(_remembered, key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return text
 
 
 def redact_argv(argv: list[str]) -> list[str]:

@@ -10,7 +10,6 @@ ends with the post-run checks. The machinery it joins lives in `harness/run/`.
 
 from __future__ import annotations
 
-import shutil
 import sys
 from contextlib import ExitStack
 from typing import Any
@@ -33,7 +32,7 @@ from harness.run.options import RECORDED
 from harness.run.resume import check_same_spec, done_prompts, resumed_options
 from harness.run.runner import RunAborted, RunOptions, execute, snapshot_server
 from harness.run.target import Target, backend_for, target_server
-from harness.secrets import api_key
+from harness.secrets import api_key, redact
 from workloads import Plan, WorkloadConfig
 from workloads.registry import config_of, entry, plan
 
@@ -170,7 +169,8 @@ def _after_run(run: RunDir, target: Target, frame: pd.DataFrame) -> None:
     if behind:
         print(f"WARNING: {behind}", file=sys.stderr, flush=True)
     if target.embedded and target.embedded.log_path.exists():
-        shutil.copy(target.embedded.log_path, run.path / "server.log")
+        log = target.embedded.log_path.read_text(encoding="utf-8", errors="replace")
+        (run.path / "server.log").write_text(redact(log), encoding="utf-8")
 
 
 def _counter_summary(counters: dict[str, Any]) -> dict[str, Any]:

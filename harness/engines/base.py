@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import httpx
 
 from harness.errors import SparkbenchError
+from harness.secrets import redact
 from harness.spec import Prompt
 
 if TYPE_CHECKING:
@@ -69,8 +70,9 @@ class StreamResult:
         self.chunk_tokens.append(count)
 
     def fail(self, error: RequestFailed, now: int) -> StreamResult:
-        """Mark the result failed at `now` (perf_counter ns) with `error`'s kind and message."""
-        self.error_kind, self.error_message, self.end_ns = error.kind, str(error), now
+        """Mark the result failed at `now` (perf_counter ns) with `error`'s kind and message (redacted:
+        it names URLs, and may quote a server that echoed the credentials it was sent)."""
+        self.error_kind, self.error_message, self.end_ns = error.kind, redact(str(error)), now
         return self
 
     def raise_for_error(self) -> StreamResult:

@@ -17,6 +17,7 @@ import pandas as pd
 
 from harness.engines.base import StreamResult
 from harness.errors import SparkbenchError
+from harness.secrets import redact
 from harness.spec import Prompt, SamplingParams
 
 JSONL_NAME = "requests.jsonl"
@@ -152,7 +153,7 @@ class RecordWriter:
         self.count = 0
 
     def append(self, record: RequestRecord) -> None:
-        self._file.write(json.dumps(asdict(record)) + "\n")
+        self._file.write(redact(json.dumps(asdict(record))) + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
         self.count += 1

@@ -42,6 +42,7 @@ from harness.report.load_plots import LOAD_CAPTIONS, plot_timeline
 from harness.report.markup import as_text, html_table, md_table, md_text
 from harness.report.plots import plot_published_ladder, plot_runs
 from harness.report.roofline_plots import plot_published_roofline, plot_run_roofline
+from harness.secrets import redact
 
 SAMPLE_OUTPUTS = 3  # model outputs shown per run
 SAMPLE_CHARS = 400
@@ -284,6 +285,6 @@ def build_report(runs: Sequence[Run | Path | str], out_dir: Path | str, baseline
         figures.append(("More figures", list(map(Path, extra_images))))
     page = Page(runs, groups, figures)
     html_path, md_path = out_dir / "report.html", out_dir / "report.md"
-    html_path.write_text(render_html(page), encoding="utf-8")
-    md_path.write_text(render_markdown(page, out_dir), encoding="utf-8")
+    html_path.write_text(redact(render_html(page)), encoding="utf-8")
+    md_path.write_text(redact(render_markdown(page, out_dir)), encoding="utf-8")
     return html_path, md_path

@@ -17,7 +17,7 @@ from harness.errors import SparkbenchError
 from harness.guard.profiles import Profile, load_profile
 from harness.records.rundir import SCALE_LABEL
 from harness.run.embedded import DEFAULT_PROFILE, EmbeddedServer, embedded_server
-from harness.secrets import redact
+from harness.secrets import redact, remember_url
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,7 @@ def checked_url(url: str) -> str:
         raise SparkbenchError(f"--server {redact(url)} is not a valid URL ({exc})") from exc
     if parsed.scheme not in ("http", "https") or not parsed.host:
         raise SparkbenchError(f"--server {redact(url)} is not an http(s) URL with a host")
+    remember_url(url)
     return url.rstrip("/")
 
 
