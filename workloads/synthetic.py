@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from harness.config import PathText
 from harness.facts import EngineFacts
@@ -41,6 +41,12 @@ class SyntheticConfig(WorkloadConfig):
     salt: int | None = Field(None, description="Seed of the distinct first tokens (default: fresh per run, recorded).")
     tokenizer: PathText | None = Field(None, description="Local tokenizer folder of the served model "
                                                          "(default: the server's).")
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _absolute(cls, folder: Path | None) -> Path | None:
+        """Stored absolute: a resumed run may be started from another folder."""
+        return folder.expanduser().resolve() if folder is not None else None
 
 
 @dataclass

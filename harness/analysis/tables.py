@@ -68,7 +68,7 @@ def format_run_summary(run: Run, full: bool = False) -> str:
     """The run summary as text for a terminal: status, warnings, scale, energy, then the headline
     view (or with `full` every row of the long summary)."""
     manifest, summary = run.manifest, run.summary
-    lines = [f"\nrun {run.run_id}  label={run.label!r}  concurrency={run.concurrency}  status={manifest['status']}  "
+    lines = [f"\nrun {run.run_id}  label={run.label!r}  concurrency={run.concurrency}  status={run.status}  "
              f"requests={manifest.get('requests_recorded')}  workload={run.workload}"]
     lines += [warning for warning in [stream_warning(summary)] if warning]
     lines += [f"scale: {manifest.get('scale')}", f"energy: {power_note(manifest)}",
@@ -141,11 +141,15 @@ def key_figures(runs: Sequence[Run], comparison: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(table)
 
 
+STALE_REASON = "the process that ran it ended without finishing it (killed, or out of disk); --resume continues it"
+
+
 def run_warnings(run: Run) -> list[str]:
     """What a reader must know before trusting the run's figures: how it ended, failed requests,
     streams that hid the decode, prompts served from the prefix cache, a skipped guard."""
     manifest, values = run.manifest, run.summary[run.summary["stat"] == "value"].set_index("metric")["value"]
-    warnings = [f"status {run.status}: {manifest.get('error') or 'no reason recorded'}"] if run.status != "complete" else []
+    reason = STALE_REASON if run.status == "stale" else manifest.get("error") or "no reason recorded"
+    warnings = [f"status {run.status}: {reason}"] if run.status != "complete" else []
     failed = int(values.get("requests_failed", 0) or 0)
     if failed:
         kinds = ", ".join(f"{m.removeprefix('errors_')} {v:.0f}" for m, v in values.items()

@@ -145,21 +145,55 @@ NULLABLE_INT_COLUMNS = ("prompt_tokens", "completion_tokens", "cached_tokens", "
 
 
 class RecordWriter:
-    """Appends records to the run's JSONL file, durably, one line per finished request."""
+    """Appends records to the run's JSONL file, durably, one whole line per finished request.
+
+    The file only ever grows by whole lines: a torn line left by a process killed mid-write is cut
+    off before the first append (a resumed run would otherwise glue its first record to it), and
+    a write that fails (disk full) is taken back before the error goes on.
+    """
 
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / JSONL_NAME
-        self._file = self.path.open("a", encoding="utf-8")
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        self._end = _whole_lines_end(self.path)
+        os.ftruncate(self._fd, self._end)
         self.count = 0
 
     def append(self, record: RequestRecord) -> None:
-        self._file.write(redact(json.dumps(asdict(record))) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        line = (redact(json.dumps(asdict(record))) + "\n").encode("utf-8")
+        try:
+            written = 0
+            while written < len(line):
+                written += write_at(self._fd, line[written:], self._end + written)
+            os.fsync(self._fd)
+        except OSError:
+            os.ftruncate(self._fd, self._end)  # never leave half a record behind
+            raise
+        self._end += len(line)
         self.count += 1
 
     def close(self) -> None:
-        self._file.close()
+        os.close(self._fd)
+
+
+def write_at(fd: int, data: bytes, offset: int) -> int:
+    """`os.pwrite`: the bytes written of `data` at `offset` (the one place records reach the disk)."""
+    return os.pwrite(fd, data, offset)
+
+
+def _whole_lines_end(path: Path) -> int:
+    """The size of `path` up to and including its last newline (0 when it has none)."""
+    with path.open("rb") as file:
+        size = file.seek(0, os.SEEK_END)
+        block = 1 << 16
+        while size > 0:
+            start = max(0, size - block)
+            file.seek(start)
+            newline = file.read(size - start).rfind(b"\n")
+            if newline >= 0:
+                return start + newline + 1
+            size = start
+    return 0
 
 
 def json_lines(path: Path) -> list[dict[str, Any]]:
@@ -221,23 +255,30 @@ def latest_attempts(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_parquet(run_dir: Path) -> Path:
-    """Write the JSONL records of a run as Parquet (one row per request) and return its path."""
+    """Write the JSONL records of a run as Parquet (one row per request) and return its path.
+    Written under a temporary name and renamed: a reader never finds half a table, and a write
+    that fails (disk full) leaves the JSONL the only table, and frees what it took."""
     frame = read_jsonl(run_dir / JSONL_NAME)
-    out = run_dir / PARQUET_NAME
-    frame.to_parquet(out, index=False)
+    out, partial = run_dir / PARQUET_NAME, run_dir / (PARQUET_NAME + ".partial")
+    try:
+        frame.to_parquet(partial, index=False)
+        partial.replace(out)
+    finally:
+        partial.unlink(missing_ok=True)
     return out
 
 
 def load_requests(run_dir: Path) -> pd.DataFrame:
-    """The per-request table of a run: Parquet when the run finished writing it, else the JSONL."""
+    """The per-request table of a run: Parquet when the run finished writing it, else the JSONL
+    (also when a Parquet file is there but damaged: the JSONL holds the same records)."""
     parquet, jsonl = run_dir / PARQUET_NAME, run_dir / JSONL_NAME
     if parquet.exists():
         try:
-            frame = pd.read_parquet(parquet)
+            return with_status(with_engine_and_api(pd.read_parquet(parquet)))
         except Exception as exc:  # pyarrow raises several unrelated types for a damaged file
-            raise SparkbenchError(f"{parquet}: cannot be read as Parquet ({type(exc).__name__}); "
-                                  f"the JSONL beside it still holds the records") from exc
-        return with_status(with_engine_and_api(frame))
+            if not jsonl.exists():
+                raise SparkbenchError(f"{parquet}: cannot be read as Parquet ({type(exc).__name__}) "
+                                      f"and there is no {JSONL_NAME} beside it") from exc
     if jsonl.exists():
         return read_jsonl(jsonl)
     raise SparkbenchError(f"{run_dir}: no {PARQUET_NAME} or {JSONL_NAME}; is this a run directory?")

@@ -30,12 +30,20 @@ def resumed_options(path: Path, workload: str, options: dict[str, Any],
     recorded = dict(manifest.get("workload_config") or {})
     if "salt" in recorded and recorded["salt"] is None:
         recorded["salt"] = manifest["workload"].get("salt")  # drawn fresh when the run began
-    changed = [f"{key} ({recorded.get(key)!r} -> {value!r})" for key, value in options.items()
-               if value is not None and value != defaults.get(key) and value != recorded.get(key)]
+    changed = [f"{key} ({recorded.get(key)!r} -> {str(value)!r})" for key, value in options.items()
+               if value is not None and value != defaults.get(key) and not _same(value, recorded.get(key))]
     if changed:
         raise SparkbenchError(f"--resume {path}: the command changes the workload: {', '.join(changed)}; "
                               "a resumed run keeps its workload (start a new run instead)")
     return {key: recorded.get(key, value) for key, value in options.items()}
+
+
+def _same(given: Any, recorded: Any) -> bool:
+    """Whether an option as given equals its recorded value: a path is the same file, however it
+    was written (relative to another folder, or recorded before paths were stored absolute)."""
+    if isinstance(given, Path) and isinstance(recorded, str):
+        return given.expanduser().resolve() == Path(recorded).expanduser().resolve()
+    return given == recorded
 
 
 def check_same_spec(path: Path, spec: dict[str, Any]) -> None:

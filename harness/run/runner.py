@@ -182,6 +182,8 @@ def execute(backend: Backend, options: RunOptions, workload: Workload, run: RunD
         status, error = "interrupted", "stopped by Ctrl-C; the requests in flight were not recorded"
     except SparkbenchError as exc:
         status, error = ("interrupted" if isinstance(exc, ServerUnreachable) else "failed"), str(exc)
+    except OSError as exc:  # a record could not be written (disk full): the run stops, said as such
+        status, error = "failed", f"a record could not be written: {describe_os_error(exc)}"
     except Exception as exc:  # a bug in the harness: the manifest says so, then it surfaces
         status, error = "failed", f"{type(exc).__name__}: {exc}"
         raise

@@ -75,6 +75,28 @@ def test_resume_refuses_a_command_that_changes_the_workload(tmp_path):
     assert "changes the workload: limit (6 -> 5)" in again.stderr
 
 
+def test_resume_with_a_relative_tokenizer_from_another_folder(tmp_path):
+    from tokenizers import Tokenizer, models
+
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    (here / "tok").mkdir(parents=True)
+    elsewhere.mkdir()
+    Tokenizer(models.WordLevel({f"w{i}": i for i in range(64)}, unk_token="w0")).save(str(here / "tok" / "tokenizer.json"))
+    args = ["run", "synthetic", "--num-prompts", "4", "--input-tokens", "8", "--output-tokens", "4", "--warmup", "0",
+            "--no-progress", "--power-sample-ms", "0", "--max-errors", "4"]
+    repo = {"PYTHONPATH": str(Path.cwd())}
+    with breaking(Breakage("http_503", frozenset({1, 2}))) as url:
+        first = sparkbench(*args, "--server", url, "--tokenizer", "tok", "--results", "r", cwd=here, env=repo)
+        assert first.returncode == 0, first.stderr
+        run = only_run(here / "r")
+        again = sparkbench(*args, "--server", url, "--tokenizer", "tok", "--resume", str(run), cwd=here, env=repo)
+        assert again.returncode == 0, again.stderr
+        moved = sparkbench(*args, "--server", url, "--tokenizer", "../here/tok", "--resume", str(run), cwd=elsewhere,
+                           env=repo)
+    assert moved.returncode == 0, moved.stderr
+    assert (load_requests(run)["status"] == "ok").all() and len(load_requests(run)) == 4
+
+
 def test_credentials_are_sent_and_never_written(tmp_path):
     received: list[dict] = []
     with breaking(Breakage(NONE), received=received) as url:
