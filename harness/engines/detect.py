@@ -10,6 +10,7 @@ from __future__ import annotations
 import httpx
 
 from harness.engines.base import Backend, ServerUnreachable
+from harness.engines.control import BoundedClient
 from harness.engines.registry import Engine, api_client, apis, detect, engine_named
 from harness.errors import SparkbenchError
 
@@ -27,10 +28,11 @@ def probe(http: httpx.Client, base_url: str) -> str:
 
 
 def detect_engine(base_url: str, timeout_s: float = 10.0) -> Engine:
-    """The engine of the server at `base_url`; one-line errors when it cannot be reached or named."""
+    """The engine of the server at `base_url`; one-line errors when it cannot be reached or named.
+    Each probe ends after `timeout_s`, whatever the server sends."""
     base_url = base_url.rstrip("/")
     try:
-        with httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0)) as http:
+        with BoundedClient(deadline_s=timeout_s) as http:
             return detect(http, base_url)
     except httpx.HTTPError as exc:
         raise ServerUnreachable(f"cannot reach {base_url} ({type(exc).__name__}: {exc})") from exc

@@ -31,6 +31,7 @@ from harness.engines.base import (
     ServerUnreachable,
     StreamResult,
 )
+from harness.engines.control import CONTROL_DEADLINE_S, within
 from harness.engines.wire import EventStreamReader
 
 DONE = object()  # sentinel yielded for `data: [DONE]`
@@ -140,10 +141,12 @@ class Session:
         return self._control
 
     async def get(self, url: str, **kwargs: Any) -> httpx.Response:
-        return await self.control.get(url, **kwargs)
+        """A control-plane GET, ended at its total deadline (`harness.engines.control`)."""
+        return await within(CONTROL_DEADLINE_S, url, self.control.get(url, **kwargs))
 
     async def post(self, url: str, **kwargs: Any) -> httpx.Response:
-        return await self.control.post(url, **kwargs)
+        """A control-plane POST, ended at its total deadline."""
+        return await within(CONTROL_DEADLINE_S, url, self.control.post(url, **kwargs))
 
     async def __aenter__(self) -> Session:
         return self

@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from harness.chat import turn_ids
 from harness.engines.base import Backend, ServerUnreachable, StreamResult
+from harness.engines.control import BoundedClient
 from harness.engines.sse import Session, run_streams
 from harness.engines.stream import Deadlines
 from harness.errors import SparkbenchError, describe_os_error
@@ -56,7 +57,7 @@ class RunAborted(SparkbenchError):
 def snapshot_server(backend: Backend, base_url: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
     """Ask the server for its facts; an unreachable server is a one-line error before anything is created."""
     try:
-        with httpx.Client(timeout=httpx.Timeout(30.0, connect=5.0), headers=headers) as http:
+        with BoundedClient(headers=headers) as http:
             return backend.snapshot(http, base_url)
     except httpx.HTTPError as exc:
         raise ServerUnreachable(f"cannot reach {base_url} ({type(exc).__name__}: {exc})") from exc

@@ -20,9 +20,11 @@ from pathlib import Path
 
 import httpx
 
+from harness.engines.control import BoundedClient
 from harness.errors import SparkbenchError
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+HEALTH_DEADLINE_S = 5.0  # one health probe while the server starts
 
 
 class ServerStartError(SparkbenchError):
@@ -91,17 +93,18 @@ class ManagedServer:
     def wait_ready(self) -> None:
         deadline = time.monotonic() + self.spec.ready_timeout_s
         url = self.base_url + self.spec.health_path
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise ServerStartError(
-                    f"server exited with code {self.process.returncode} while starting; "
-                    f"log {self.log_path} ends:\n{log_tail(self.log_path)}")
-            try:
-                if httpx.get(url, timeout=5.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass  # not listening yet
-            time.sleep(1.0)
+        with BoundedClient(deadline_s=HEALTH_DEADLINE_S) as http:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise ServerStartError(
+                        f"server exited with code {self.process.returncode} while starting; "
+                        f"log {self.log_path} ends:\n{log_tail(self.log_path)}")
+                try:
+                    if http.get(url).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass  # not listening yet (or a probe past its deadline)
+                time.sleep(1.0)
         raise ServerStartError(f"server not healthy at {url} after {self.spec.ready_timeout_s:.0f} s; "
                                f"log {self.log_path} ends:\n{log_tail(self.log_path)}")
 

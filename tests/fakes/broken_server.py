@@ -11,7 +11,8 @@ the requests whose arrival index is in `requests` (all when None) fail as `kind`
 - `keepalive`: SSE comment lines (`: keep-alive`) every 50 ms and never a token;
 - `short`: a normal stream with half the tokens asked for;
 - `lying_count`: a normal stream whose last chunk claims LIE_TOKENS completion tokens;
-- `echo_key`: `401` whose error body echoes the Authorization header it was sent.
+- `echo_key`: `401` whose error body echoes the Authorization header it was sent;
+- `trickle`: every GET (facts, models, metrics) answers one byte every TRICKLE_GAP_S, for TRICKLE_FOR_S.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ NONE = "none"  # a breakage that breaks nothing: the plain scripted server
 BREAKAGES = ("truncated_json", "no_done", "disconnect", "http_503", "html_200", "keepalive", "short",
              "lying_count", "echo_key")
 LIE_TOKENS = 10**9
+TRICKLE_GAP_S, TRICKLE_FOR_S = 0.2, 20.0
 CHUNKS_BEFORE_BREAK = 3
 KEEPALIVE_FOR_S = 30.0
 
@@ -66,6 +68,22 @@ class _BrokenHandler(_Handler):
         try:
             super().do_POST()
         except (_Stop, BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def do_GET(self) -> None:
+        if self.breakage.kind != "trickle":
+            super().do_GET()
+            return
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(int(TRICKLE_FOR_S / TRICKLE_GAP_S)))
+        self.end_headers()
+        try:
+            for _ in range(int(TRICKLE_FOR_S / TRICKLE_GAP_S)):
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(TRICKLE_GAP_S)
+        except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
     def _stream(self, body: dict[str, Any], arrived: float) -> None:

@@ -1,0 +1,60 @@
+"""Control-plane requests (detection, facts, counters, cache flushes, health) with a total deadline.
+
+httpx limits each read, not the request: a server that trickles a byte every few seconds keeps a
+request alive for as long as it likes. Every control-plane request here ends at its deadline
+whatever the server sends, as a `httpx.TimeoutException` that callers already handle. The
+synchronous facade runs the asynchronous client on a private loop, because only a task can be
+cancelled mid-read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+import httpx
+
+CONTROL_DEADLINE_S = 60.0  # a fact, a counter scrape or a cache flush; none takes a minute
+CONNECT_TIMEOUT_S = 5.0
+T = TypeVar("T")
+
+
+class DeadlineExceeded(httpx.TimeoutException):
+    """The whole request took longer than its deadline."""
+
+
+async def within(deadline_s: float, url: str, call: Awaitable[T]) -> T:
+    """`call`, or DeadlineExceeded once `deadline_s` have passed."""
+    try:
+        async with asyncio.timeout(deadline_s):
+            return await call
+    except TimeoutError:
+        raise DeadlineExceeded(f"{url} gave no complete answer within {deadline_s:g} s") from None
+
+
+class BoundedClient:
+    """The `get` / `post` of an `httpx.Client`, each request ended at `deadline_s` (a context manager)."""
+
+    def __init__(self, deadline_s: float = CONTROL_DEADLINE_S, headers: dict[str, str] | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.deadline_s = deadline_s
+        self._loop = asyncio.new_event_loop()
+        timeout = httpx.Timeout(deadline_s, connect=min(CONNECT_TIMEOUT_S, deadline_s))
+        self._client = httpx.AsyncClient(timeout=timeout, headers=headers, transport=transport)
+
+    def get(self, url: str, **kwargs: Any) -> httpx.Response:
+        return self._loop.run_until_complete(within(self.deadline_s, url, self._client.get(url, **kwargs)))
+
+    def post(self, url: str, **kwargs: Any) -> httpx.Response:
+        return self._loop.run_until_complete(within(self.deadline_s, url, self._client.post(url, **kwargs)))
+
+    def close(self) -> None:
+        self._loop.run_until_complete(self._client.aclose())
+        self._loop.close()
+
+    def __enter__(self) -> BoundedClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
