@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import ssl
 import time
 from collections import deque
@@ -60,10 +61,23 @@ def json_object(url: str, raw: bytes) -> dict[str, Any]:
     try:
         payload = _ANY.decode(raw)
     except msgspec.DecodeError as exc:
-        raise MalformedStream(f"{url} sent a chunk that is not JSON: {raw[:120]!r}") from exc
+        payload = _with_lone_surrogates(raw)
+        if payload is None:
+            raise MalformedStream(f"{url} sent a chunk that is not JSON: {raw[:120]!r}") from exc
     if not isinstance(payload, dict):
         raise MalformedStream(f"{url} sent a chunk that is not a JSON object: {raw[:120]!r}")
     return payload
+
+
+def _with_lone_surrogates(raw: bytes) -> Any:
+    """`raw` decoded as JSON that escapes a lone surrogate (`"\\ud800"`: valid JSON, which msgspec
+    refuses), each one replaced by U+FFFD; None when it is not JSON at all."""
+    try:
+        text = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    dumped = json.dumps(text, ensure_ascii=False)  # UTF-16 keeps each lone surrogate one code unit
+    return msgspec.json.decode(dumped.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
 
 
 class _Connection(asyncio.Protocol):
@@ -289,6 +303,9 @@ async def _head(conn: _Connection, url: str) -> None:
             await conn.wait()
         detail = bytes(reader.error_body).decode("utf-8", "replace").strip().replace("\n", " ")
         raise ServerHTTPError(f"{url} answered HTTP {reader.status}: {detail[:300]}")
+    encoding = reader.headers.get("content-encoding", "identity").lower()
+    if encoding not in ("", "identity"):  # none was asked for, and a compressed stream cannot be read
+        raise MalformedStream(f"{url} answered with unsupported content-encoding {encoding!r}")
     if "html" in reader.headers.get("content-type", ""):
         # A proxy's or gateway's error page, sent with a 200: not the stream asked for.
         raise MalformedStream(f"{url} answered with an HTML page, not an event stream")

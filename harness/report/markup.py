@@ -11,6 +11,14 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 
 MD_SPECIAL = re.compile(r"([\\`*_\[\]#|~])")
+# C0 controls but tab and line breaks, DEL and C1: a model's ESC sequences would recolour or
+# rewrite the terminal of whoever `cat`s the report, and HTML has no use for them.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def printable(page: str) -> str:
+    """`page` without control characters (CONTROL_CHARACTERS): how every report page is written."""
+    return CONTROL_CHARACTERS.sub("", page)
 
 
 def as_text(frame: pd.DataFrame, number: str) -> pd.DataFrame:

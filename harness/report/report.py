@@ -39,7 +39,7 @@ from harness.report.category_plots import (
 from harness.report.category_section import categories_html, categories_markdown, category_blocks
 from harness.report.headline import headline_html, headline_markdown
 from harness.report.load_plots import LOAD_CAPTIONS, plot_timeline
-from harness.report.markup import as_text, html_table, md_table, md_text
+from harness.report.markup import as_text, html_table, md_table, md_text, printable
 from harness.report.plots import plot_published_ladder, plot_runs
 from harness.report.roofline_plots import plot_published_roofline, plot_run_roofline
 from harness.secrets import redact
@@ -285,6 +285,6 @@ def build_report(runs: Sequence[Run | Path | str], out_dir: Path | str, baseline
         figures.append(("More figures", list(map(Path, extra_images))))
     page = Page(runs, groups, figures)
     html_path, md_path = out_dir / "report.html", out_dir / "report.md"
-    html_path.write_text(redact(render_html(page)), encoding="utf-8")
-    md_path.write_text(redact(render_markdown(page, out_dir)), encoding="utf-8")
+    html_path.write_text(printable(redact(render_html(page))), encoding="utf-8")
+    md_path.write_text(printable(redact(render_markdown(page, out_dir))), encoding="utf-8")
     return html_path, md_path

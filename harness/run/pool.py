@@ -124,10 +124,11 @@ class Pool:
     async def _wait_for_server(self, exc: ConnectFailed) -> None:
         """Wait before the next try; stop once the server has been unreachable past the grace period."""
         now = time.monotonic()
-        self._unreachable_since = self._unreachable_since or now
-        waited = now - self._unreachable_since
-        if waited > self.rules.unreachable_grace_s:
-            self.stop(f"server unreachable for {waited:.0f} s (grace {self.rules.unreachable_grace_s:g} s): {exc}")
+        self._unreachable_since = self._unreachable_since if self._unreachable_since is not None else now
+        waited, grace = now - self._unreachable_since, self.rules.unreachable_grace_s
+        if waited >= grace:
+            self.stop(f"server unreachable for {waited:.0f} s (grace {grace:g} s): {exc}")
             return
         tries = int(waited > 0) + int(waited > 1) + int(waited > 3)
-        await asyncio.sleep(RETRY_WAIT_S[min(tries, len(RETRY_WAIT_S) - 1)])
+        # The last wait ends at the grace, not past it: the run stops when the grace is spent.
+        await asyncio.sleep(min(RETRY_WAIT_S[min(tries, len(RETRY_WAIT_S) - 1)], grace - waited))

@@ -12,11 +12,13 @@ the requests whose arrival index is in `requests` (all when None) fail as `kind`
 - `short`: a normal stream with half the tokens asked for;
 - `lying_count`: a normal stream whose last chunk claims LIE_TOKENS completion tokens;
 - `echo_key`: `401` whose error body echoes the Authorization header it was sent;
+- `gzip`: `200` with a gzip-compressed event stream (`content-encoding: gzip`), never asked for;
 - `trickle`: every GET (facts, models, metrics) answers one byte every TRICKLE_GAP_S, for TRICKLE_FOR_S.
 """
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import socket
 import time
@@ -30,7 +32,7 @@ from tests.fakes.stream_server import Script, _Handler, threaded
 
 NONE = "none"  # a breakage that breaks nothing: the plain scripted server
 BREAKAGES = ("truncated_json", "no_done", "disconnect", "http_503", "html_200", "keepalive", "short",
-             "lying_count", "echo_key")
+             "lying_count", "echo_key", "gzip")
 LIE_TOKENS = 10**9
 TRICKLE_GAP_S, TRICKLE_FOR_S = 0.2, 20.0
 CHUNKS_BEFORE_BREAK = 3
@@ -61,7 +63,7 @@ class _BrokenHandler(_Handler):
         self.received.append({"path": self.path, "authorization": self.headers.get("authorization")})
         self._kind = self.breakage.kind if self.breakage.applies(next(self.arrivals)) else None
         self._events = 0
-        if self._kind in ("http_503", "html_200", "keepalive", "echo_key"):
+        if self._kind in ("http_503", "html_200", "keepalive", "echo_key", "gzip"):
             self.rfile.read(int(self.headers["content-length"]))
             getattr(self, f"_{self._kind}")()
             return
@@ -108,6 +110,15 @@ class _BrokenHandler(_Handler):
         if self._kind == "lying_count" and isinstance(payload, dict):
             _lie(payload)
         super()._event(payload)
+
+    def _gzip(self) -> None:
+        body = gzip.compress(b'data: {"text": "ab", "meta_info": {}}\n\ndata: [DONE]\n\n')
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-encoding", "gzip")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def _echo_key(self) -> None:
         self._json(401, {"error": {"message": f"invalid credentials: {self.headers.get('authorization')}"}})

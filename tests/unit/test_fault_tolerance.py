@@ -20,7 +20,8 @@ from tests.fakes.broken_server import BREAKAGES, Breakage, breaking
 TOKENS = 16
 EXPECTED_KIND = {"truncated_json": "malformed_chunk", "no_done": "no_done", "disconnect": "disconnected",
                  "http_503": "http_status", "html_200": "malformed_chunk", "keepalive": "timeout",
-                 "short": "short_output", "lying_count": "impossible_count", "echo_key": "http_status"}
+                 "short": "short_output", "lying_count": "impossible_count", "echo_key": "http_status",
+                 "gzip": "malformed_chunk"}
 CLIENTS = {"sglang": SGLangBackend, "openai": lambda: OpenAIBackend(model="fake-model", engine="vllm")}
 
 

@@ -20,7 +20,7 @@ from harness.report.report import build_report, find_run_dirs
 from tests.unit.conftest import build_record
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-HOSTILE = "<script>alert(1)</script>"
+HOSTILE = "<script>alert(1)</script>\x1b[2J\x1b]0;title\x07\x9b31m"  # markup, then terminal escapes
 SYNTHETIC = {"name": "synthetic", "seed": 0, "input_tokens": 64, "output_tokens": 8, "salt": 1}
 
 
@@ -156,6 +156,8 @@ def test_report_escapes_model_text_and_embeds_everything(two_runs, tmp_path):
     assert "energy: not measured" in page and "roofline: not computed (no config.json" in page
     markdown = md_path.read_text(encoding="utf-8")
     assert "<script" not in markdown.lower() and "&lt;script&gt;" in markdown
+    for text in (page, markdown):  # a model's terminal escapes reach neither file
+        assert not {"\x1b", "\x07", "\x9b"} & set(text)
     links = re.findall(r"\]\((plots/[^)]+\.png)\)", markdown)
     assert len(links) == 10 and all((md_path.parent / link).exists() for link in links)
 
