@@ -81,8 +81,10 @@ def load_yaml_config(model: type[Model], path: Path, what: str, overrides: Mappi
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except FileNotFoundError as exc:
         raise SparkbenchError(f"{what} {path} does not exist") from exc
+    except UnicodeDecodeError as exc:
+        raise SparkbenchError(f"{what} {path} is not UTF-8 text (byte {exc.start})") from exc
     except yaml.YAMLError as exc:
-        raise SparkbenchError(f"{what} {path} is not valid YAML: {exc}") from exc
+        raise SparkbenchError(f"{what} {path} is not valid YAML: {' '.join(str(exc).split())}") from exc
     if isinstance(data, dict):
         data.update({key: value for key, value in overrides.items() if value is not None})
     return validated(model, data, f"{what} {path}")

@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from harness.config import PathText
+from harness.errors import SparkbenchError
 from harness.facts import EngineFacts
 from harness.spec import Prompt, SamplingParams
 from workloads import WorkloadConfig
@@ -66,7 +67,8 @@ class SyntheticWorkload:
     def _first_tokens(self, total: int) -> list[int]:
         ids = self.vocabulary.ordinary_ids()
         if total > len(ids):
-            raise ValueError(f"{total} prompts need {total} distinct first tokens; the vocabulary has {len(ids)}")
+            raise SparkbenchError(f"{total} prompts (with warm-up) need {total} distinct first tokens; the "
+                                  f"vocabulary has {len(ids)} ordinary tokens")
         # One fixed permutation, cut to length: the first k tokens never depend on `total`, so the
         # warm-up draw (taken after the measured ones) cannot repeat a measured first token.
         order = np.random.default_rng([self.salt, 1]).permutation(ids)
@@ -116,8 +118,12 @@ def make_synthetic(*, num_prompts: int, input_tokens: int, output_tokens: int, s
 
     def build(facts: EngineFacts) -> SyntheticWorkload:
         folder = tokenizer or facts.tokenizer_path or ""
+        vocabulary = load_vocabulary(folder)
+        if num_prompts > len(vocabulary.ordinary_ids()):  # each prompt needs a first token of its own
+            raise SparkbenchError(f"--num-prompts {num_prompts} is more than the {len(vocabulary.ordinary_ids())} "
+                                  "ordinary tokens of the vocabulary (each prompt starts with a distinct one)")
         return SyntheticWorkload(
-            vocabulary=load_vocabulary(folder), num_prompts=num_prompts, input_tokens=input_tokens,
+            vocabulary=vocabulary, num_prompts=num_prompts, input_tokens=input_tokens,
             output_tokens=output_tokens, seed=seed,
             salt=salt if salt is not None else secrets.randbelow(2**31),
         )

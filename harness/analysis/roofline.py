@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.errors import SparkbenchError
 from harness.guard.checks import TORCH_DTYPE_NAMES, lm_head_dtype
 from harness.launch_flags import flag_value
 from harness.metrics.model_bytes import DTYPE_BYTES, WeightDtypes
@@ -58,7 +59,13 @@ def load_model_config(record: RunRecord, given: Path | None) -> tuple[dict[str, 
     path = Path(given) if given else (Path(folder) / "config.json" if folder else None)
     if path is None or not path.is_file():
         return {}, f"no config.json on this machine ({path or 'the run names no model folder'}; pass --model-config)"
-    return json.loads(path.read_text(encoding="utf-8")), str(path)
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SparkbenchError(f"{path}: not a model config.json (not JSON text)") from exc
+    if not isinstance(config, dict):
+        raise SparkbenchError(f"{path}: not a model config.json (not a JSON object)")
+    return config, str(path)
 
 
 def quantized_dtype(name: Any) -> str | None:

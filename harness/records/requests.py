@@ -17,6 +17,7 @@ import pandas as pd
 
 from harness.engines.base import StreamResult
 from harness.errors import SparkbenchError
+from harness.records.checks import checked_records
 from harness.secrets import redact
 from harness.spec import Prompt, SamplingParams
 
@@ -219,7 +220,7 @@ def json_lines(path: Path) -> list[dict[str, Any]]:
 
 def read_jsonl(path: Path) -> pd.DataFrame:
     """Rows of a JSONL record file (`json_lines`), one per prompt (`latest_attempts`)."""
-    frame = latest_attempts(with_status(with_engine_and_api(pd.DataFrame(json_lines(path)))))
+    frame = latest_attempts(checked_records(with_status(with_engine_and_api(pd.DataFrame(json_lines(path)))), path))
     frame = frame.reindex(columns=COLUMNS)
     # Nullable integers: a single missing value must not turn nanosecond stamps into rounded floats.
     for column in NULLABLE_INT_COLUMNS:
@@ -274,11 +275,13 @@ def load_requests(run_dir: Path) -> pd.DataFrame:
     parquet, jsonl = run_dir / PARQUET_NAME, run_dir / JSONL_NAME
     if parquet.exists():
         try:
-            return with_status(with_engine_and_api(pd.read_parquet(parquet)))
+            frame = with_status(with_engine_and_api(pd.read_parquet(parquet)))
         except Exception as exc:  # pyarrow raises several unrelated types for a damaged file
             if not jsonl.exists():
                 raise SparkbenchError(f"{parquet}: cannot be read as Parquet ({type(exc).__name__}) "
                                       f"and there is no {JSONL_NAME} beside it") from exc
+        else:
+            return checked_records(frame, parquet)
     if jsonl.exists():
         return read_jsonl(jsonl)
     raise SparkbenchError(f"{run_dir}: no {PARQUET_NAME} or {JSONL_NAME}; is this a run directory?")

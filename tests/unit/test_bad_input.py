@@ -1,0 +1,79 @@
+"""Bad input of any kind ends in one line `sparkbench: ...` and exit 2, never a traceback, and is
+never silently accepted: hand-edited records, a binary config, a non-JSON model config, more
+prompts than the vocabulary has first tokens (real CLI processes, fake server)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.broken_server import NONE, Breakage, breaking
+from tests.unit.test_fault_cli import GSM8K, one_line_error, only_run, sparkbench
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> Path:
+    """A finished run of 6 requests; each test edits a copy of its records."""
+    results = tmp_path_factory.mktemp("recorded")
+    with breaking(Breakage(NONE)) as url:
+        assert sparkbench(*GSM8K, "--server", url, "--results", str(results), cwd=Path.cwd()).returncode == 0
+    return only_run(results)
+
+
+def edited(recorded: Path, tmp_path: Path, edit) -> Path:
+    """A copy of the recorded run whose JSONL rows went through `edit` (and no Parquet table)."""
+    run = tmp_path / recorded.name
+    run.mkdir()
+    (run / "manifest.json").write_bytes((recorded / "manifest.json").read_bytes())
+    rows = [json.loads(line) for line in (recorded / "requests.jsonl").read_text().splitlines()]
+    for row in rows:
+        edit(row)
+    (run / "requests.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return run
+
+
+BAD_RECORDS = {  # what the edit does -> what the one line says
+    "a stamp as text": (lambda row: row.update(sent_ns="soon"), "sent_ns is not a whole number"),
+    "a count as text": (lambda row: row.update(completion_tokens="16"), "completion_tokens is not a whole number"),
+    "a negative count": (lambda row: row.update(completion_tokens=-16), "completion_tokens is below zero"),
+    "no prompt id": (lambda row: row.update(prompt_id=None), "prompt_id is missing"),
+    "chunk times as text": (lambda row: row.update(chunk_ns=["a", "b"]), "chunk_ns is not a list of whole numbers"),
+    "no end stamp": (lambda row: row.pop("end_ns"), "no end_ns column"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_RECORDS))
+def test_hand_edited_records_are_refused_in_one_line(recorded, tmp_path, case):
+    edit, said = BAD_RECORDS[case]
+    run = edited(recorded, tmp_path, edit)
+    assert said in one_line_error(sparkbench("summarize", str(run), cwd=Path.cwd()))
+
+
+def test_a_binary_config_file_is_one_line(tmp_path):
+    config = tmp_path / "nightly.yaml"
+    config.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe")
+    done = sparkbench("nightly", "--config", str(config), cwd=Path.cwd())
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert done.stderr.startswith("sparkbench nightly: ") and "is not UTF-8 text" in done.stderr
+
+
+@pytest.mark.parametrize("content", [b"{ not json", b"\xff\xfe", b"[1, 2]"])
+def test_a_model_config_that_is_not_a_json_object_is_one_line(recorded, tmp_path, content):
+    config = tmp_path / "config.json"
+    config.write_bytes(content)
+    done = sparkbench("summarize", str(recorded), "--model-config", str(config), cwd=Path.cwd())
+    assert "not a model config.json" in one_line_error(done)
+
+
+def test_more_prompts_than_first_tokens_is_one_line(tmp_path):
+    from tokenizers import Tokenizer, models
+
+    Tokenizer(models.WordLevel({f"w{i}": i for i in range(8)}, unk_token="w0")).save(str(tmp_path / "tokenizer.json"))
+    with breaking(Breakage(NONE)) as url:
+        done = sparkbench("run", "synthetic", "--server", url, "--tokenizer", str(tmp_path), "--num-prompts", "9",
+                          "--input-tokens", "4", "--output-tokens", "2", "--results", str(tmp_path / "r"),
+                          cwd=Path.cwd())
+    assert "more than the 8 ordinary tokens" in one_line_error(done)
+    assert not (tmp_path / "r").exists()  # refused before any run was created
