@@ -30,7 +30,8 @@ def resumed_options(path: Path, workload: str, options: dict[str, Any],
     recorded = dict(manifest.get("workload_config") or {})
     if "salt" in recorded and recorded["salt"] is None:
         recorded["salt"] = manifest["workload"].get("salt")  # drawn fresh when the run began
-    changed = [f"{key} ({recorded.get(key)!r} -> {str(value)!r})" for key, value in options.items()
+    changed = [f"{key} ({recorded.get(key)!r} -> {str(value) if isinstance(value, Path) else value!r})"
+               for key, value in options.items()
                if value is not None and value != defaults.get(key) and not _same(value, recorded.get(key))]
     if changed:
         raise SparkbenchError(f"--resume {path}: the command changes the workload: {', '.join(changed)}; "
