@@ -126,7 +126,7 @@ class Pool:
         now = time.monotonic()
         self._unreachable_since = self._unreachable_since if self._unreachable_since is not None else now
         waited, grace = now - self._unreachable_since, self.rules.unreachable_grace_s
-        if waited >= grace:
+        if waited > 0 and waited >= grace:  # tried again at least once, and the grace is spent
             self.stop(f"server unreachable for {waited:.0f} s (grace {grace:g} s): {exc}")
             return
         tries = int(waited > 0) + int(waited > 1) + int(waited > 3)
