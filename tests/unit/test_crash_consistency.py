@@ -66,7 +66,7 @@ def test_a_full_disk_stops_the_run_in_one_line_and_resume_completes_it(tmp_path,
         assert manifest["status"] == "failed" and "disk full" in manifest["error"]
         assert not (path / PARQUET_NAME).exists()
         assert [row["prompt_id"] for row in json_lines(path / JSONL_NAME)] == ["p0", "p1"]
-        settings = RunOptions(base_url=url, warmup=0, show_progress=False, power_interval_s=0.0)
+        settings = RunOptions(base_url=url, warmup=0, show_progress=False, power_sample_ms=0)
         execute(CLIENTS["sglang"](), settings, FixedLength(6), RunDir.reopen(path), done_prompts(path))
     table = load_requests(path)
     assert table["prompt_id"].tolist() == [f"p{i}" for i in range(6)] and (table["status"] == "ok").all()
