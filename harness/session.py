@@ -18,6 +18,7 @@ import pandas as pd
 
 from harness.analysis.run import Run
 from harness.engines.base import Backend
+from harness.engines.limits import check_fits_context
 from harness.engines.prometheus import accept_length_from_counters, counter_delta
 from harness.engines.registry import meta_reader
 from harness.errors import SparkbenchError
@@ -99,6 +100,8 @@ def run_planned(target: Target, backend: Backend, plan: Plan, options: RunOption
     facts = server_facts(target, backend, snapshot)
     workload = plan.make(facts)
     spec = workload.spec()
+    # Before the prompts are made: a shape past the model's context is refused, not allocated.
+    check_fits_context(snapshot, spec.get("input_tokens") or 0, (spec.get("sampling") or {}).get("max_new_tokens", 0))
     manifest = run_manifest(target, backend, snapshot, spec, plan, options) | {"guard": guard_record}
     manifest["engine_facts"] = facts.model_dump(mode="json")
     manifest["allow_buffered"] = switches.allow_buffered

@@ -29,6 +29,12 @@ class Workload(Protocol):
         """Everything needed to regenerate the prompts exactly (recorded in the manifest)."""
 
 
+# No served model reads more tokens than this (the longest contexts today are 1-2M): a token option
+# past it is a typo, refused before anything is allocated for it (the server's own context, when it
+# states one, bounds a run further: `harness.engines.limits`).
+MAX_CONTEXT_TOKENS = 1 << 21
+
+
 class WorkloadConfig(StrictModel):
     """A workload's options. A field left None takes its default at the target's scale: `published`
     (the published evaluation's shape) or `reduced` (the embedded CPU test bed)."""

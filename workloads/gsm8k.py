@@ -26,7 +26,7 @@ from pydantic import Field
 from harness.config import validated
 from harness.errors import SparkbenchError
 from harness.spec import Prompt, SamplingParams
-from workloads import WorkloadConfig
+from workloads import MAX_CONTEXT_TOKENS, WorkloadConfig
 
 DATA_DIR = Path(__file__).parent / "data" / "gsm8k"
 SPLITS = ("test", "train")
@@ -69,7 +69,7 @@ class GSM8KConfig(WorkloadConfig):
     temperature: float = Field(PUBLISHED_TEMPERATURE, ge=0.0, description="Sampling temperature (published).")
     top_p: float = Field(PUBLISHED_TOP_P, ge=0.0, le=1.0, description="Nucleus sampling (published).")
     top_k: int = Field(PUBLISHED_TOP_K, description="Top-k sampling, -1 off (published).")
-    max_new_tokens: int | None = Field(None, ge=1, description="Token cap per answer.")
+    max_new_tokens: int | None = Field(None, ge=1, le=MAX_CONTEXT_TOKENS, description="Token cap per answer.")
     base_seed: int = Field(0, description="Request seed = base seed + question index.")
 
 

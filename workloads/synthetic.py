@@ -14,19 +14,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from harness.config import PathText
 from harness.errors import SparkbenchError
 from harness.facts import EngineFacts
 from harness.spec import Prompt, SamplingParams
-from workloads import WorkloadConfig
+from workloads import MAX_CONTEXT_TOKENS, WorkloadConfig
 from workloads.vocab import Vocabulary, load_vocabulary
 
 PUBLISHED_INPUT_TOKENS = 32_768
 PUBLISHED_OUTPUT_TOKENS = 2_048
 WARMUP_FIRST_TOKENS = 64  # first tokens kept for warm-up prompts before those of further measured ones
+MAX_PROMPTS = 1_000_000
+# The prompts are made before the first request; past this many tokens they alone would take GBs.
+MAX_PLANNED_PROMPT_TOKENS = 1 << 25
 
 
 class SyntheticConfig(WorkloadConfig):
@@ -35,13 +37,22 @@ class SyntheticConfig(WorkloadConfig):
     published = {"num_prompts": 10, "input_tokens": PUBLISHED_INPUT_TOKENS, "output_tokens": PUBLISHED_OUTPUT_TOKENS}
     reduced = {"num_prompts": 8, "input_tokens": 8_192, "output_tokens": 512}
 
-    num_prompts: int | None = Field(None, ge=1, description="Measured requests.")
-    input_tokens: int | None = Field(None, ge=2, description="Prompt length in tokens.")
-    output_tokens: int | None = Field(None, ge=1, description="Generated tokens per request.")
-    seed: int = Field(0, description="Seed of the prompt bodies.")
-    salt: int | None = Field(None, description="Seed of the distinct first tokens (default: fresh per run, recorded).")
+    num_prompts: int | None = Field(None, ge=1, le=MAX_PROMPTS, description="Measured requests.")
+    input_tokens: int | None = Field(None, ge=2, le=MAX_CONTEXT_TOKENS, description="Prompt length in tokens.")
+    output_tokens: int | None = Field(None, ge=1, le=MAX_CONTEXT_TOKENS, description="Generated tokens per request.")
+    seed: int = Field(0, ge=0, description="Seed of the prompt bodies.")
+    salt: int | None = Field(None, ge=0, description="Seed of the distinct first tokens (default: fresh per run, "
+                                                     "recorded).")
     tokenizer: PathText | None = Field(None, description="Local tokenizer folder of the served model "
                                                          "(default: the server's).")
+
+    @model_validator(mode="after")
+    def _prompts_fit_in_memory(self) -> SyntheticConfig:
+        planned = (self.num_prompts or 0) * (self.input_tokens or 0)
+        if planned > MAX_PLANNED_PROMPT_TOKENS:
+            raise ValueError(f"{self.num_prompts} prompts of {self.input_tokens} tokens are {planned:,} prompt tokens, "
+                             f"more than the {MAX_PLANNED_PROMPT_TOKENS:,} a run holds in memory")
+        return self
 
     @field_validator("tokenizer")
     @classmethod

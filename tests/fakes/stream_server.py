@@ -34,6 +34,7 @@ from typing import Any
 _COUNT_LOCK = threading.Lock()
 TOKEN_TEXT = "ab "  # every token decodes to the same three characters
 MODEL = "fake-model"
+MAX_MODEL_LEN = 2048  # the context it states on /v1/models, as vLLM does
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self) -> None:
-        models = {"object": "list", "data": [{"id": MODEL, "root": "/fake", "owned_by": "vllm"}]}
+        models = {"object": "list", "data": [{"id": MODEL, "root": "/fake", "owned_by": "vllm",
+                                              "max_model_len": MAX_MODEL_LEN}]}
         routes = {"/health": {}, "/v1/models": models, "/version": {"version": "fake"}}
         if self.script.api == "sglang":
             routes |= {"/server_info": {"version": "fake"}, "/model_info": {"model_path": "/fake"}}

@@ -77,3 +77,49 @@ def test_more_prompts_than_first_tokens_is_one_line(tmp_path):
                           cwd=Path.cwd())
     assert "more than the 8 ordinary tokens" in one_line_error(done)
     assert not (tmp_path / "r").exists()  # refused before any run was created
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--seed", "-1"), ("--salt", "-5"), ("--input-tokens", "2000000000"),
+                                             ("--output-tokens", "1000000000000000"), ("--num-prompts", "10000000")])
+def test_options_past_any_model_are_refused_before_the_server_is_asked(flag, value):
+    done = sparkbench("run", "synthetic", "--server", "http://127.0.0.1:9", flag, value, cwd=Path.cwd())
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"Invalid value for '{flag}'" in done.stderr.strip().splitlines()[-1]
+
+
+def test_more_prompt_tokens_than_a_run_holds_is_one_line():
+    done = sparkbench("run", "synthetic", "--server", "http://127.0.0.1:9", "--num-prompts", "100000",
+                      "--input-tokens", "1000", cwd=Path.cwd())
+    assert "100,000,000 prompt tokens" in one_line_error(done)
+
+
+def test_a_shape_past_the_servers_context_is_one_line_and_creates_no_run(tmp_path):
+    from tokenizers import Tokenizer, models
+
+    Tokenizer(models.WordLevel({f"w{i}": i for i in range(64)}, unk_token="w0")).save(str(tmp_path / "tokenizer.json"))
+    with breaking(Breakage(NONE)) as url:
+        done = sparkbench("run", "synthetic", "--server", url, "--tokenizer", str(tmp_path), "--num-prompts", "2",
+                          "--input-tokens", "2000", "--output-tokens", "100", "--results", str(tmp_path / "r"),
+                          cwd=Path.cwd())
+    assert "more than the 2,048-token context" in one_line_error(done)
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("entry", [{"options": [4]}, {"profile": "cpu"}, {"status": 3}, {"launched_server": "x"}])
+def test_a_manifest_entry_of_the_wrong_type_is_one_line(recorded, tmp_path, entry):
+    run = edited(recorded, tmp_path, lambda row: None)
+    manifest = json.loads((run / "manifest.json").read_text()) | entry
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    assert "the file is corrupt" in one_line_error(sparkbench("summarize", str(run), cwd=Path.cwd()))
+
+
+@pytest.mark.parametrize(("snapshot", "context"), [
+    ({"models": {"data": [{"id": "m", "max_model_len": 4096}]}}, 4096),  # vLLM, SGLang's OpenAI API
+    ({"server_info": {"context_length": 32768}}, 32768),  # SGLang's native facts
+    ({"props": {"default_generation_settings": {"n_ctx": 512}}}, 512),  # llama.cpp
+    ({"models": {"data": [{"id": "m"}]}, "server_info": {"context_length": None}}, None),  # stated nowhere
+])
+def test_the_context_is_read_where_each_api_states_it(snapshot, context):
+    from harness.engines.limits import context_tokens
+
+    assert context_tokens(snapshot) == context
