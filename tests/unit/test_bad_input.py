@@ -123,3 +123,11 @@ def test_the_context_is_read_where_each_api_states_it(snapshot, context):
     from harness.engines.limits import context_tokens
 
     assert context_tokens(snapshot) == context
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--first-token-timeout", "-1"), ("--request-deadline", "0"),
+                                             ("--request-deadline", "nan"), ("--request-timeout", "nan")])
+def test_deadlines_that_cannot_be_are_refused(flag, value):
+    done = sparkbench("run", "gsm8k", "--server", "http://127.0.0.1:9", flag, value, cwd=Path.cwd())
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "cannot reach" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 or "Invalid value" in done.stderr.strip().splitlines()[-1]
