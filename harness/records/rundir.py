@@ -171,16 +171,6 @@ def engine_and_api(manifest: dict[str, Any]) -> tuple[str | None, str | None]:
     return LEGACY_BACKEND.get(manifest["backend"], (manifest["backend"], manifest["backend"]))
 
 
-# What readers take each entry to be (None is always allowed: a run that never got that far).
-MANIFEST_TYPES: dict[str, type] = {
-    **dict.fromkeys(("options", "profile", "launched_server", "server", "guard", "power", "server_counters",
-                     "workload_config", "sampling", "credentials", "host", "git"), dict),
-    **dict.fromkeys(("status", "label", "engine", "api", "backend", "scale", "error", "started_at", "ended_at",
-                     "heartbeat_at", "hostname", "server_url"), str),
-    "pid": int, "requests_recorded": int, "reduced_scale": bool, "resumed": list,
-}
-
-
 def load_manifest(run_dir: Path) -> dict[str, Any]:
     """The run's manifest; one-line errors for a missing, undecodable or wrongly shaped file."""
     path = Path(run_dir) / MANIFEST_NAME
@@ -196,8 +186,4 @@ def load_manifest(run_dir: Path) -> dict[str, Any]:
             or not isinstance(manifest["workload"].get("name"), str) or not isinstance(manifest.get("run_id"), str):
         raise SparkbenchError(f"{path}: not a sparkbench manifest (it needs an object with `run_id` and "
                               "`workload.name`); the file is corrupt")
-    for key, kind in MANIFEST_TYPES.items():
-        if manifest.get(key) is not None and not isinstance(manifest[key], kind):
-            raise SparkbenchError(f"{path}: `{key}` is a {type(manifest[key]).__name__}, not a {kind.__name__}; "
-                                  "the file is corrupt")
     return manifest

@@ -110,7 +110,8 @@ def test_a_manifest_entry_of_the_wrong_type_is_one_line(recorded, tmp_path, entr
     run = edited(recorded, tmp_path, lambda row: None)
     manifest = json.loads((run / "manifest.json").read_text()) | entry
     (run / "manifest.json").write_text(json.dumps(manifest))
-    assert "the file is corrupt" in one_line_error(sparkbench("summarize", str(run), cwd=Path.cwd()))
+    (key,) = entry
+    assert f"manifest.json: {key}: Input should be" in one_line_error(sparkbench("summarize", str(run), cwd=Path.cwd()))
 
 
 @pytest.mark.parametrize(("snapshot", "context"), [
