@@ -55,7 +55,11 @@ class Run:
 
     @classmethod
     def load(cls, path: Path | str, inputs: RooflineInputs = RooflineInputs()) -> Run:
-        return cls(path, load_manifest(Path(path)), inputs)
+        """The run at `path`; a manifest whose entries have the wrong types is refused here, in one
+        line, before any reader takes an entry for what it should be."""
+        manifest = load_manifest(Path(path))
+        RunRecord.of(manifest, f"{path}/manifest.json")
+        return cls(path, manifest, inputs)
 
     @property
     def run_id(self) -> str:
