@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from harness.config import PathText, StrictModel
 from harness.run.label import checked_label
@@ -46,6 +46,15 @@ class RunSwitches(StrictModel):
     resume: PathText | None = Field(None, description="Continue this stopped run: same workload, only the prompts "
                                     "without an ok record are sent.")
     results: PathText = Field(Path("results"), description="Folder that receives results/<run_id>/.")
+    repeat: int = Field(1, ge=1, description="Run the same request set N times on the same server, each repetition "
+                        "a run of its own (warm-up, and the prefix-cache flush where the workload asks, each time); "
+                        "the summary adds the spread across repetitions.")
+
+    @model_validator(mode="after")
+    def _one_run_resumed(self) -> RunSwitches:
+        if self.repeat > 1 and self.resume is not None:
+            raise ValueError("--resume continues one run; give it without --repeat")
+        return self
 
     @field_validator("label")
     @classmethod

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.repeats import REPEAT, repeat_entry
 from harness.analysis.run import Run
 from harness.engines.base import Backend
 from harness.engines.limits import check_fits_context
@@ -44,15 +45,28 @@ def open_target(spec: TargetSpec):
     return target_server(spec.server, spec.profile, spec.model)
 
 
-def run(request: RunRequest, target: Target | None = None) -> Run:
-    """Build and run `request` on `target` (default: the server the request names, for this run)."""
+def run(request: RunRequest, target: Target | None = None, repeat: dict[str, Any] | None = None) -> Run:
+    """Build and run `request` on `target` (default: the server the request names, for this run);
+    `repeat` is the manifest's record of which repetition this run is (`run_repeated`)."""
     config = workload_config(request)  # a bad option fails before any server starts
     with ExitStack() as stack:
         target = target or stack.enter_context(open_target(request.target))
         backend = backend_for(target, request.target.backend, chat=config.wants_chat(),
                               model=request.target.served_model)
         chosen = plan(request.workload.name, config, target.reduced, target.model_dir)
-        return run_planned(target, backend, chosen, run_options(request, target.base_url), request)
+        return run_planned(target, backend, chosen, run_options(request, target.base_url), request, repeat)
+
+
+def run_repeated(request: RunRequest) -> list[Run]:
+    """`request` run `request.repeat` times on one server, each repetition a run of its own whose
+    manifest names its group (`harness.analysis.repeats`); one run without `--repeat`."""
+    if request.repeat == 1:
+        return [run(request)]
+    workload_config(request)  # a bad option fails before any server starts
+    group = new_run_id(f"repeat{request.repeat}")
+    with open_target(request.target) as target:
+        return [run(request, target, repeat_entry(group, index, request.repeat))
+                for index in range(1, request.repeat + 1)]
 
 
 def check(request: RunRequest) -> GuardReport:
@@ -84,7 +98,8 @@ def run_options(request: RunRequest, base_url: str) -> RunOptions:
     return RunOptions(base_url=base_url, **{**dict(request.options), "api_key": api_key(given)})
 
 
-def run_planned(target: Target, backend: Backend, plan: Plan, options: RunOptions, switches: RunSwitches) -> Run:
+def run_planned(target: Target, backend: Backend, plan: Plan, options: RunOptions, switches: RunSwitches,
+                repeat: dict[str, Any] | None = None) -> Run:
     """Snapshot the server, guard it, build the workload, record every request, then check.
 
     A workload whose prefill must be measured in full (synthetic) gets the server's prefix cache
@@ -106,6 +121,8 @@ def run_planned(target: Target, backend: Backend, plan: Plan, options: RunOption
     manifest["engine_facts"] = facts.model_dump(mode="json")
     manifest["allow_buffered"] = switches.allow_buffered
     manifest["label"] = switches.label or default_label(manifest)
+    if repeat is not None:
+        manifest[REPEAT] = repeat
     uncached = bool(spec.get("requires_uncached_prompts")) and not switches.keep_prefix_cache
     options = options.model_copy(update={"flush_prefix_cache": uncached})
     if switches.resume is None:

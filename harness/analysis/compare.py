@@ -165,6 +165,16 @@ def _rows_of(run: Run, measured: pd.DataFrame, metric: str) -> pd.DataFrame:
     return run.judged if metric in JUDGED_METRICS else measured
 
 
+def compared_rows(run: Run, metric: str) -> pd.DataFrame:
+    """The rows of one run that compare reads `metric` over (`_rows_of`)."""
+    return _rows_of(run, run.measured, metric)
+
+
+def run_statistic(run: Run, metric: str, stat: str) -> float:
+    """One run's figure of `metric` and `stat`, read as compare reads it."""
+    return _value(compared_rows(run, metric), metric, stat)
+
+
 def _metric_unit(metric: str) -> str:
     return CATALOGUE[metric].unit
 
@@ -292,6 +302,8 @@ def format_comparison(df: pd.DataFrame) -> str:
         lines["verdict"] = part["verdict"].to_numpy()
         paired = part["paired"].dropna()
         how = "baseline" if is_base else ("paired by prompt_id" if paired.any() else "unpaired")
+        judged = sorted(set(part.get("interval", pd.Series(dtype=str)).dropna()) - {"bootstrap"})
+        how += "".join(f"; changes and intervals from {source}" for source in judged)
         head = f"{part['caption'].iloc[0]} [{run_id}] ({how}, n={part['n'].max()}, workload {part['workload'].iloc[0]})"
         blocks.append(head + "\n" + lines.to_string(index=False))
     return "\n\n".join(blocks)

@@ -34,6 +34,7 @@ from harness.power.sampler import load_power_samples
 from harness.records.manifest import RunRecord
 from harness.records.requests import load_requests
 from harness.records.rundir import engine_and_api, load_manifest, seen_status
+from harness.records.timeseries import DEVICE, DEVICE_COLUMNS, SERVER_COLUMNS, SERVER_METRICS, load_series
 from harness.run.label import concurrency_of, run_label
 from workloads import Scorer
 from workloads.registry import scorer_for
@@ -130,6 +131,16 @@ class Run:
     def requests(self) -> pd.DataFrame:
         """The per-request records as stored."""
         return load_requests(self.path)
+
+    @cached_property
+    def server_metrics(self) -> pd.DataFrame:
+        """The server's `/metrics` series sampled during the run (empty when none were)."""
+        return load_series(self.path, SERVER_METRICS, SERVER_COLUMNS)
+
+    @cached_property
+    def device_samples(self) -> pd.DataFrame:
+        """The GPUs' NVML readings sampled during the run (empty when none were)."""
+        return load_series(self.path, DEVICE, DEVICE_COLUMNS)
 
     @cached_property
     def scorer(self) -> Scorer | None:

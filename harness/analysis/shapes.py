@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.analysis.compare import PER_RUN_KEYS, compare_loaded, format_comparison, pick_baseline
+from harness.analysis.compare import PER_RUN_KEYS, format_comparison, pick_baseline
+from harness.analysis.repeats import compare_repeated
 from harness.analysis.run import Run, tell_apart
 
 # Spec keys that choose which prompts are sent (or salt them) without changing what is measured;
@@ -81,7 +82,8 @@ def first_measured(runs: Sequence[Run]) -> Run:
 
 
 def compare_by_shape(runs: Sequence[Run], baseline: str | None = None) -> list[ShapeGroup]:
-    """compare_loaded within each shape group, runs that share a label numbered (`tell_apart`).
+    """compare_loaded within each shape group (judged by repetitions where both sides were repeated:
+    `harness.analysis.repeats`), runs that share a label numbered (`tell_apart`).
     The run_id `baseline` (default: the first run with an ok request) leads its group; every other
     group is compared against its own first run with an ok request."""
     tell_apart(runs)
@@ -90,7 +92,7 @@ def compare_by_shape(runs: Sequence[Run], baseline: str | None = None) -> list[S
     for members in group_by_shape(runs):
         base = lead if lead in members else first_measured(members)
         apart = "" if base is lead else f"not compared with {lead.caption}: {why_apart(lead, base)}"
-        out.append(ShapeGroup(members, base, compare_loaded(members, base.run_id), apart))
+        out.append(ShapeGroup(members, base, compare_repeated(members, base.run_id), apart))
     return out
 
 

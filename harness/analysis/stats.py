@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy.stats import binomtest, norm
+from scipy.stats import binomtest, norm, t
 
 Interval = tuple[float, float, float]  # (point, ci95_low, ci95_high)
 # change(base_indices, cand_indices) -> one value per row; both arguments have shape (R, n).
@@ -129,6 +129,42 @@ def bootstrap_ratio_of_sums_change(base_num: np.ndarray, base_den: np.ndarray, c
         return cn[ic].sum(axis=-1) / cd[ic].sum(axis=-1) / ratio_base - 1
 
     return bootstrap_change(bn.size, cn.size, change, paired, n_resamples, seed)
+
+
+def mean_interval(values: np.ndarray) -> Interval:
+    """Mean of repeated runs' values with its 95% Student-t interval, `mean +/- t(0.975, n - 1) *
+    s / sqrt(n)` (s: the sample standard deviation across runs). NaN bounds below two values."""
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(x.mean())
+    if x.size < 2:
+        return mean, math.nan, math.nan
+    half = float(t.ppf((1 + CONFIDENCE) / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+    return mean, mean - half, mean + half
+
+
+def welch_relative_change(base: np.ndarray, cand: np.ndarray) -> Interval:
+    """Relative change of the means of two sets of repeated runs, `mean(cand) / mean(base) - 1`,
+    with the 95% Welch interval of the difference of means divided by `mean(base)`:
+    `(d +/- t(0.975, nu) * se) / mean(base)`, `se = sqrt(s_b^2 / n_b + s_c^2 / n_c)`, nu by
+    Welch-Satterthwaite. The baseline mean is taken as exact in the division (its own spread is in
+    se). NaN bounds unless each side has two finite values; NaN throughout when the base mean is 0."""
+    b, c = (np.asarray(a, dtype=float) for a in (base, cand))
+    b, c = b[np.isfinite(b)], c[np.isfinite(c)]
+    if b.size == 0 or c.size == 0 or b.mean() == 0:
+        return math.nan, math.nan, math.nan
+    point = float(c.mean() / b.mean() - 1)
+    if b.size < 2 or c.size < 2:
+        return point, math.nan, math.nan
+    vb, vc = b.var(ddof=1) / b.size, c.var(ddof=1) / c.size
+    se = math.sqrt(vb + vc)
+    if se == 0:
+        return point, point, point
+    nu = (vb + vc) ** 2 / (vb**2 / (b.size - 1) + vc**2 / (c.size - 1))
+    half = float(t.ppf((1 + CONFIDENCE) / 2, nu) * se / abs(b.mean()))
+    return point, point - half, point + half
 
 
 def mcnemar_exact(b: int, c: int) -> float:

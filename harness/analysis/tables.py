@@ -13,7 +13,9 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
+from harness.analysis.repeats import repetition_table
 from harness.analysis.run import Run
+from harness.analysis.telemetry import telemetry_warnings
 from harness.facts import NOT_EXPORTED
 from harness.metrics.catalogue import headline_stats
 from harness.metrics.integrity import FLAGS, integrity_warning
@@ -71,6 +73,7 @@ def format_run_summary(run: Run, full: bool = False) -> str:
     lines = [f"\nrun {run.run_id}  label={run.label!r}  concurrency={run.concurrency}  status={run.status}  "
              f"requests={manifest.get('requests_recorded')}  workload={run.workload}"]
     lines += [warning for warning in [stream_warning(summary)] if warning]
+    lines += [f"WARNING: {warning}" for warning in telemetry_warnings(run)]
     lines += [f"scale: {manifest.get('scale')}", f"energy: {power_note(manifest)}",
               f"server: {run.facts.shown('engine')} {run.facts.shown('version')}, model {run.facts.shown('model')}",
               f"speculative counters (server): {counter_note(manifest)}"]
@@ -79,6 +82,16 @@ def format_run_summary(run: Run, full: bool = False) -> str:
     with pd.option_context("display.width", 160, "display.max_rows", 500, "display.float_format", "{:.3f}".format):
         lines.append(summary.to_string(index=False) if full else headline(summary).to_string(na_rep=""))
     return "\n".join([*lines, f"records: {run.path}"])
+
+
+def format_repetitions(runs: Sequence[Run]) -> str:
+    """The spread across repeated runs as text: per compared figure the mean, sd, the 95% interval
+    of the mean, and its half-width beside each repetition's own bootstrap half-width (fractions)."""
+    table = repetition_table(runs)
+    with pd.option_context("display.width", 160, "display.float_format", "{:.4g}".format):
+        return (f"\nacross {len(runs)} repetitions ({runs[0].label}; 95% interval of the mean, Student t; "
+                f"half-widths as fractions of the figure, across repetitions and within each run):\n"
+                + table.to_string(index=False))
 
 
 # --- the headline: key figures of comparable runs ----------------------------------------------
@@ -146,7 +159,8 @@ STALE_REASON = "the process that ran it ended without finishing it (killed, or o
 
 def run_warnings(run: Run) -> list[str]:
     """What a reader must know before trusting the run's figures: how it ended, failed requests,
-    streams that hid the decode, prompts served from the prefix cache, a skipped guard."""
+    streams that hid the decode, prompts served from the prefix cache, a skipped guard, and what the
+    server's metrics and the GPUs' state showed (`harness.analysis.telemetry`)."""
     manifest, values = run.manifest, run.summary[run.summary["stat"] == "value"].set_index("metric")["value"]
     reason = STALE_REASON if run.status == "stale" else manifest.get("error") or "no reason recorded"
     warnings = [f"status {run.status}: {reason}"] if run.status != "complete" else []
@@ -163,4 +177,4 @@ def run_warnings(run: Run) -> list[str]:
         warnings.append(f"configuration guard skipped ({manifest['guard']['skipped']})")
     if manifest.get("allow_buffered"):
         warnings.append("measured with --allow-buffered: the canary did not stream its tokens as made")
-    return warnings
+    return warnings + telemetry_warnings(run)

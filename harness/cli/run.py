@@ -35,10 +35,13 @@ def add_run_command(commands: typer.Typer, name: str, registered: WorkloadEntry)
 
     @bind(workload=Group(registered.config), **SHARED)
     def command(workload: dict, target: dict, options: dict, switches: dict) -> None:
-        from harness.analysis.tables import format_run_summary
-        from harness.session import run
+        from harness.analysis.tables import format_repetitions, format_run_summary
+        from harness.session import run_repeated
 
-        print(format_run_summary(run(request_of(name, workload, target, options, switches))))
+        runs = run_repeated(request_of(name, workload, target, options, switches))
+        print("\n".join(format_run_summary(run) for run in runs))
+        if len(runs) > 1:
+            print(format_repetitions(runs))
 
     command.__doc__ = registered.description
     commands.command(name)(command)

@@ -33,6 +33,15 @@ from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreach
 from harness.engines.meta import NO_SPECULATION, lookup, number, speculation_columns
 from harness.engines.prometheus import spec_decode_counters
 from harness.engines.registry import Engine, register, register_api
+from harness.engines.series import (
+    GENERATION_TOKENS,
+    KV_USAGE,
+    QUEUED,
+    RUNNING,
+    SPEC_ACCEPTED_TOKENS,
+    SPEC_DRAFTS,
+    Series,
+)
 from harness.engines.sse import DONE, Session, post_sse
 from harness.engines.stream import NO_DEADLINES, Deadlines, collect
 from harness.facts import SPECULATIVE_FACT_KEYS
@@ -205,6 +214,16 @@ class LlamaCppEngine(Engine):
     metrics_prefix = METRICS_PREFIX
     model_flag = "-m"
     detect_order = 40  # its /props is its own; it serves /v1/models too, as every OpenAI server does
+    # Exported with `--metrics`. `kv_cache_usage_ratio` is gone from recent builds (then "not
+    # exported"). Its `predicted_tokens_seconds` is no live rate (it covers the generations finished
+    # since the last scrape, 0 in between), so none is named: the rate is the token counter's.
+    server_series = (
+        Series(RUNNING, "llamacpp:requests_processing"), Series(QUEUED, "llamacpp:requests_deferred"),
+        Series(KV_USAGE, "llamacpp:kv_cache_usage_ratio"),
+        Series(GENERATION_TOKENS, "llamacpp:tokens_predicted_total", counter=True),
+        Series(SPEC_DRAFTS, "llamacpp:spec_decode_num_drafts_total", counter=True),
+        Series(SPEC_ACCEPTED_TOKENS, "llamacpp:spec_decode_num_accepted_tokens_total", counter=True),
+    )
 
     def detect(self, http: httpx.Client, base_url: str) -> bool:
         """llama.cpp answers `GET /props` with its build and default generation settings."""

@@ -1,16 +1,18 @@
-"""Prometheus text from a server's `GET /metrics`, and vLLM's speculative-decoding counters in it.
+"""Prometheus text from a server's `GET /metrics`, read with `prometheus_client`'s parser.
 
 Counters are running totals since the server started, so a run's own numbers are the difference
 between a scrape before and a scrape after it (`counter_delta`). Nothing here is a per-request
 fact: these totals include every request the server handled in between, warm-up included.
+The same parsing serves the scrapes taken during a run (`harness.telemetry.server`), which keep
+only the series an engine adapter names (`wanted`: a cheap filter before the parser).
 """
 
 from __future__ import annotations
 
-import math
-import re
+from collections.abc import Collection
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 Sample = tuple[str, frozenset[tuple[str, str]]]
 
@@ -22,54 +24,38 @@ SPEC_COUNTERS = {
     "draft_tokens": "spec_decode_num_draft_tokens_total",
     "accepted_tokens": "spec_decode_num_accepted_tokens_total",
 }
-
 # vLLM's per-position counter (label `position`, 0 = the first draft token): how many times the
 # draft token at that position was accepted. Read as `accepted_tokens_pos_<k>`.
 PER_POSITION_COUNTER = "spec_decode_num_accepted_tokens_per_pos_total"
 POSITION_KEY = "accepted_tokens_pos_"
 
-# `name{labels} value [timestamp]`; names may hold colons (vLLM's `vllm:` prefix).
-_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?$")
-# One `key="value"` pair; the value may hold escaped quotes, commas and braces.
-_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
-_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+def _samples(text: str) -> dict[Sample, float]:
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
-def _unescape(value: str) -> str:
-    return re.sub(r'\\[\\"n]', lambda m: _UNESCAPE[m.group(0)], value)
+def parse_metrics(text: str, wanted: Collection[str] | None = None) -> dict[Sample, float]:
+    """Every sample as `{(name, frozenset of (label, value) pairs): value}`; with `wanted`, only
+    samples whose name is one of them (lines of other metrics are dropped before parsing).
 
-
-def _labels(body: str | None) -> frozenset[tuple[str, str]]:
-    if not body:
-        return frozenset()
-    return frozenset((m.group(1), _unescape(m.group(2))) for m in _LABEL.finditer(body))
-
-
-def _value(token: str) -> float:
-    """A sample value; Prometheus spells infinities `+Inf`/`-Inf` and not-a-number `NaN`."""
-    special = {"+Inf": math.inf, "-Inf": -math.inf, "NaN": math.nan}
-    return special[token] if token in special else float(token)
-
-
-def parse_metrics(text: str) -> dict[Sample, float]:
-    """Every sample line as `{(name, frozenset of (label, value) pairs): value}`.
-
-    Comments (`# HELP`, `# TYPE`), blank lines and lines that do not parse are skipped: one odd
+    A text the parser refuses is read again line by line, skipping the lines it refuses: one odd
     line from an exporter should not hide the counters the harness needs.
     """
-    samples: dict[Sample, float] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line)
-        if match is None:
-            continue
-        try:
-            samples[(match.group(1), _labels(match.group(2)))] = _value(match.group(3))
-        except ValueError:
-            continue
-    return samples
+    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if wanted is not None:
+        names = tuple(wanted)
+        lines = [line for line in lines if line.lstrip().startswith(names)]
+    try:
+        samples = _samples("\n".join(lines) + "\n")
+    except ValueError:
+        samples = {}
+        for line in lines:
+            try:
+                samples |= _samples(line + "\n")
+            except ValueError:
+                continue
+    return samples if wanted is None else {key: v for key, v in samples.items() if key[0] in wanted}
 
 
 def metric_total(samples: dict[Sample, float], name: str) -> float | None:
@@ -94,8 +80,9 @@ def spec_decode_counters(text: str, prefix: str) -> dict[str, float] | None:
     """Speculative totals since server start (drafts, draft_tokens, accepted_tokens, and
     `accepted_tokens_pos_<k>` where the engine counts acceptance per position) of the engine whose
     metric names start with `prefix`: those it exports; None when it exports none."""
-    samples = parse_metrics(text)
-    totals = {short: metric_total(samples, prefix + name) for short, name in SPEC_COUNTERS.items()}
+    names = {short: prefix + name for short, name in SPEC_COUNTERS.items()}
+    samples = parse_metrics(text, {*names.values(), prefix + PER_POSITION_COUNTER})
+    totals = {short: metric_total(samples, name) for short, name in names.items()}
     exported = {short: total for short, total in totals.items() if total is not None}
     return (exported | per_position_totals(samples, prefix + PER_POSITION_COUNTER)) or None
 

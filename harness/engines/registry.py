@@ -27,6 +27,7 @@ import httpx
 from harness.engines.base import Backend, ServerHTTPError
 from harness.engines.meta import NO_SPECULATION
 from harness.engines.scoring import ScoredTokens, cannot_score
+from harness.engines.series import Series
 from harness.errors import SparkbenchError
 from harness.facts import EngineFacts
 
@@ -49,6 +50,8 @@ class Engine:
     # The prefix of its Prometheus metric names, where it exports the speculative counters
     # (`harness.engines.prometheus.SPEC_COUNTERS`); None: it exports none.
     metrics_prefix: ClassVar[str | None] = None
+    # The `/metrics` series sampled during a run, by role (`harness.engines.series`).
+    server_series: ClassVar[tuple[Series, ...]] = ()
 
     def detect(self, http: httpx.Client, base_url: str) -> bool:
         """Whether the server at `base_url` runs this engine (asked through `http`)."""

@@ -24,6 +24,17 @@ from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreach
 from harness.engines.meta import NO_SPECULATION, count_list, first_number, number, speculation_columns
 from harness.engines.registry import Engine, register, register_api
 from harness.engines.scoring import CannotScore, ScoredTokens, post_json, read_answer
+from harness.engines.series import (
+    GEN_THROUGHPUT,
+    GENERATION_TOKENS,
+    KV_USAGE,
+    PREEMPTIONS,
+    PREFIX_CACHE_HIT_RATE,
+    QUEUED,
+    RUNNING,
+    SPEC_ACCEPT_LENGTH,
+    Series,
+)
 from harness.engines.sglang_stream import ChunkReader
 from harness.engines.sse import Session, post_sse
 from harness.engines.stream import NO_DEADLINES, Deadlines, collect
@@ -188,6 +199,15 @@ class SGLangEngine(Engine):
     native_api = "sglang"
     model_flag = "--model-path"
     detect_order = 10  # its /server_info is its own; other engines' probes read /v1/models, which it serves too
+    # Exported with `--enable-metrics`. The scheduler's gauges are refreshed when it logs a prefill
+    # batch and every `--decode-log-interval` decode steps (40 by default), not at every step.
+    server_series = (
+        Series(RUNNING, "sglang:num_running_reqs"), Series(QUEUED, "sglang:num_queue_reqs"),
+        Series(KV_USAGE, "sglang:token_usage"), Series(GEN_THROUGHPUT, "sglang:gen_throughput"),
+        Series(GENERATION_TOKENS, "sglang:generation_tokens_total", counter=True),
+        Series(PREEMPTIONS, "sglang:num_retracted_reqs"), Series(PREFIX_CACHE_HIT_RATE, "sglang:cache_hit_rate"),
+        Series(SPEC_ACCEPT_LENGTH, "sglang:spec_accept_length"),
+    )
 
     def detect(self, http: httpx.Client, base_url: str) -> bool:
         """SGLang also serves `/v1/models`, so its own `/server_info` is what names it."""

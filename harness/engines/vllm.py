@@ -20,6 +20,18 @@ from harness.engines.meta import NO_SPECULATION, lookup, number, speculation_col
 from harness.engines.openai import MODELS_PATH, first_model_id
 from harness.engines.registry import Engine, register
 from harness.engines.scoring import CannotScore, ScoredTokens, post_json, read_answer
+from harness.engines.series import (
+    GENERATION_TOKENS,
+    KV_USAGE,
+    PREEMPTIONS,
+    PREFIX_CACHE_HITS,
+    PREFIX_CACHE_QUERIES,
+    QUEUED,
+    RUNNING,
+    SPEC_ACCEPTED_TOKENS,
+    SPEC_DRAFTS,
+    Series,
+)
 from harness.errors import SparkbenchError
 from harness.facts import SPECULATIVE_FACT_KEYS, EngineFacts
 from harness.launch_flags import flag_value
@@ -87,6 +99,18 @@ class VLLMEngine(Engine):
     metrics_prefix = "vllm:"
     # Packages its CPU wheel pulls in that break beside its torch build and that it never uses.
     testbed_remove_after_install = ("torchvision", "torchaudio", "torchcodec")
+    # `kv_cache_usage_perc` is a fraction (0..1) despite its name; vLLM has no throughput gauge, so
+    # its output rate is the generation-token counter's increase.
+    server_series = (
+        Series(RUNNING, "vllm:num_requests_running"), Series(QUEUED, "vllm:num_requests_waiting"),
+        Series(KV_USAGE, "vllm:kv_cache_usage_perc"),
+        Series(GENERATION_TOKENS, "vllm:generation_tokens_total", counter=True),
+        Series(PREEMPTIONS, "vllm:num_preemptions_total", counter=True),
+        Series(PREFIX_CACHE_HITS, "vllm:prefix_cache_hits_total", counter=True),
+        Series(PREFIX_CACHE_QUERIES, "vllm:prefix_cache_queries_total", counter=True),
+        Series(SPEC_DRAFTS, "vllm:spec_decode_num_drafts_total", counter=True),
+        Series(SPEC_ACCEPTED_TOKENS, "vllm:spec_decode_num_accepted_tokens_total", counter=True),
+    )
 
     def detect(self, http: httpx.Client, base_url: str) -> bool:
         """vLLM names itself the owner of every model it lists on `/v1/models`."""

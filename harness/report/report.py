@@ -42,6 +42,7 @@ from harness.report.load_plots import LOAD_CAPTIONS, plot_timeline
 from harness.report.markup import as_text, html_table, md_table, md_text, printable
 from harness.report.plots import plot_published_ladder, plot_runs
 from harness.report.roofline_plots import plot_published_roofline, plot_run_roofline
+from harness.report.timeline import has_timeline, plot_run_timeline
 from harness.secrets import redact
 
 SAMPLE_OUTPUTS = 3  # model outputs shown per run
@@ -241,11 +242,14 @@ def find_run_dirs(root: Path | str) -> list[Path]:
 
 
 def group_figures(group: ShapeGroup, out_dir: Path) -> list[Path]:
-    """The run figures and decode rooflines of one shape group's runs."""
+    """The run figures and decode rooflines of one shape group's runs, then each run's timeline."""
     rooflines = [run.roofline[0] for run in group.runs]
+    timelines = [path for i, run in enumerate(group.runs, 1) if has_timeline(run)
+                 for path in plot_run_timeline(run, out_dir, f"timeline-{i}")]
     return [*plot_runs(group.runs, out_dir), *plot_timeline(group.runs, out_dir),
             *plot_run_roofline([run.caption for run in group.runs], rooflines, out_dir),
-            *plot_acceptance_by_position(group.runs, out_dir), *plot_accept_length_along_output(group.runs, out_dir)]
+            *plot_acceptance_by_position(group.runs, out_dir), *plot_accept_length_along_output(group.runs, out_dir),
+            *timelines]
 
 
 def task_figures(groups: Sequence[ShapeGroup], out_dir: Path) -> list[Path]:

@@ -33,6 +33,11 @@ class RunSettings(LoadOptions):
                                        "before the run stops.")
     power_sample_ms: int = Field(100, ge=0, description="Sample device power (NVML GPUs, RAPL CPU packages) "
                                  "every N ms during the measured requests; 0 = off.")
+    scrape_interval_s: float = Field(1.0, ge=0.0, description="Seconds between samples of the server's /metrics "
+                                     "and the GPUs' state (NVML), from the warm-up to the last measured request; "
+                                     "0 = off, as --no-telemetry.")
+    telemetry: bool = Field(True, description="Sample the server's /metrics and the GPUs' state over the run "
+                            "(--no-telemetry: off).")
     show_progress: bool = Field(True, description="Show the progress bar.", json_schema_extra={"flag": "--progress"})
     api_key: SecretStr | None = Field(None, strict=False, exclude=True, repr=False, description=(
         "Key sent as `Authorization: Bearer` (default: $SPARKBENCH_API_KEY, then $OPENAI_API_KEY); "
@@ -59,6 +64,13 @@ class RunSettings(LoadOptions):
     def power_interval_s(self) -> float:
         return self.power_sample_ms / 1000
 
+    @property
+    def telemetry_interval_s(self) -> float:
+        """Seconds between telemetry samples; 0 when it is off."""
+        return self.scrape_interval_s if self.telemetry else 0.0
 
-# The manifest's `options`: all but the display, the credentials and power (the manifest's `power` entry).
-RECORDED = frozenset(RunSettings.model_fields) - {"show_progress", "api_key", "power_sample_ms"}
+
+# The manifest's `options`: all but the display, the credentials, power and telemetry (the manifest's
+# `power` and `telemetry` entries record those).
+RECORDED = frozenset(RunSettings.model_fields) - {"show_progress", "api_key", "power_sample_ms", "scrape_interval_s",
+                                                  "telemetry"}

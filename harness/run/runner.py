@@ -16,6 +16,7 @@ from tqdm import tqdm
 from harness.chat import turn_ids
 from harness.engines.base import Backend, ServerUnreachable, StreamResult
 from harness.engines.control import BoundedClient
+from harness.engines.registry import meta_reader
 from harness.engines.sse import Session, run_streams
 from harness.engines.stream import Deadlines
 from harness.errors import SparkbenchError, describe_os_error
@@ -29,6 +30,7 @@ from harness.run.pool import Pool, StopRules, default_max_errors
 from harness.run.processes import ProcessPool
 from harness.run.signals import stop_signals
 from harness.spec import Prompt
+from harness.telemetry.sampling import telemetry_sampling
 from workloads import Workload
 
 
@@ -132,6 +134,18 @@ def _pool(http, backend: Backend, options: RunOptions, run: RunDir, writer: Reco
 async def _drive(backend, options, warmups, work, run: RunDir, writer, progress, turn_stride: int,
                  arrivals: OpenLoopWork | None) -> Pool:
     cpu_start, wall_start = time.process_time(), time.perf_counter()
+    series = meta_reader(backend.engine).server_series
+    # Server metrics and GPU state are sampled from the warm-up on, the measured window marked.
+    with telemetry_sampling(run.path, options.telemetry_interval_s, options.base_url, series,
+                            options.headers) as telemetry:
+        run.update(telemetry=telemetry.entry)
+        return await _measure(backend, options, warmups, work, run, writer, progress, turn_stride, telemetry,
+                              (cpu_start, wall_start))
+
+
+async def _measure(backend, options, warmups, work, run: RunDir, writer, progress, turn_stride: int, telemetry,
+                   started: tuple[float, float]) -> Pool:
+    cpu_start, wall_start = started
     async with Session(headers=options.headers, read_timeout_s=options.request_timeout_s) as http:
         progress.chunks = await _warm_up(http, backend, options, warmups)
         if options.flush_prefix_cache:
@@ -144,7 +158,9 @@ async def _drive(backend, options, warmups, work, run: RunDir, writer, progress,
         # stops, and the manifest holds it whatever ends the run.
         with power_sampling(run.path, options.power_interval_s) as power, stop_signals(pool):
             run.update(power=power)
+            telemetry.measuring()  # the last thing before the first measured request is sent
             await pool.run(work)
+        telemetry.ended()
         load = client_load(cpu_start, wall_start, progress.chunks)
         if isinstance(pool, ProcessPool):  # the workers' own CPU, and how their clocks were joined
             load["cpu_s"] += pool.cpu_s

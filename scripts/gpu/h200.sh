@@ -10,6 +10,7 @@
 #                                # 24 and 27 layers (25 and 26 for the detection curve), then `table`
 #   scripts/gpu/h200.sh headroom # the client's chunks/s with --processes 1, 2, 4, 8 (scripts/client_headroom.py)
 #   scripts/gpu/h200.sh carry    # llama-server, gzipped and split into 15 MB parts, to $OUT (PREBUILT= later)
+#   scripts/gpu/h200.sh timeline # a short run sampled over time: GPU state (NVML) and /metrics, the timeline figure
 #
 # Run from the repository root. The machine needs no network: the source comes as the stripped
 # archive gpu-carry/llama.cpp-src.tar.gz (`python -m harness.testbed.llamacpp pack
@@ -218,6 +219,25 @@ testbed() {  # the tests' own servers from this build (GPU-offloaded by default)
   "$BENCH_PYTHON" -m pytest tests/e2e/test_llamacpp.py -q -x -p no:cacheprovider 2>&1 | tail -25 | tee "$LOGS/e2e.log"
 }
 
+timeline() {  # llama.cpp CUDA with --metrics, a short synthetic run at concurrency 4 sampled every
+  # TL_SCRAPE s (NVML device state and the server's /metrics), then the timeline figure and what the
+  # GPU did during the decode. TL_SERVER (default: the build, or PREBUILT) serves TL_MODEL (default:
+  # the MoE), whose tokenizer folder is TL_TOKENIZER (default: the tiny model's).
+  local server=${TL_SERVER:-${PREBUILT:-$SERVER}} model=${TL_MODEL:-$MOE} tokenizer=${TL_TOKENIZER:-$TINY}
+  local prompts=${TL_PROMPTS:-8} in=${TL_IN:-512} out=${TL_OUT:-2048}
+  [[ -x $server && -f $model ]] || { echo "timeline needs a llama-server ($server) and a GGUF ($model)" >&2; exit 1; }
+  SERVER=$server MOE=$model serve timeline -np 4 -c $(((in + out + 64) * 4))
+  stamp "timeline: $prompts prompts of $in in / $out out at concurrency 4"
+  rm -rf "$WORK/timeline"
+  "$BENCH_PYTHON" -m harness.cli run synthetic --server "http://127.0.0.1:$PORT" --tokenizer "$tokenizer" \
+    --num-prompts "$prompts" --concurrency 4 --input-tokens "$in" --output-tokens "$out" \
+    --scrape-interval "${TL_SCRAPE:-0.25}" --results "$WORK/timeline" --no-progress 2>&1 | tee -a "$LOGS/timeline-run.log"
+  unserve
+  "$BENCH_PYTHON" scripts/gpu/timeline_report.py "$WORK/timeline" "$OUT" 2>&1 | tee "$OUT/timeline.txt"
+  tar czf "$OUT/timeline-run.tar.gz" -C "$WORK" timeline
+  stamp "timeline stage done"
+}
+
 case ${1:-} in
   build) build ;;
   testbed) testbed ;;
@@ -225,5 +245,6 @@ case ${1:-} in
   nightly) nightly ;;
   headroom) headroom ;;
   carry) carry ;;
-  *) echo "usage: $0 build|testbed|bench|nightly|headroom|carry" >&2; exit 2 ;;
+  timeline) timeline ;;
+  *) echo "usage: $0 build|testbed|bench|nightly|headroom|carry|timeline" >&2; exit 2 ;;
 esac

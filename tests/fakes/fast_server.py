@@ -5,6 +5,8 @@ runs in its own process (so its CPU is not the client's) on one asyncio loop. Ev
 HTTP chunk framing included, are built once per stream length; one timer per tick writes, for every
 stream in flight, the chunks that have come due at `rate` chunks per second each. Both SGLang forms:
 incremental (one id per chunk) and cumulative (all ids and text so far in every chunk).
+`GET /metrics` answers a fixed Prometheus text the size of SGLang's (`METRICS_TEXT`), so that a
+scraper beside the client does the work it would do against a real server.
 """
 
 from __future__ import annotations
@@ -21,6 +23,17 @@ TICK_S = 0.001
 HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
         b"connection: keep-alive\r\n\r\n")
 END = b"0\r\n\r\n"
+
+
+# About the size and shape of SGLang 0.5.23's /metrics: gauges, counters and histograms.
+METRICS_TEXT = "".join(
+    [f'# TYPE sglang:{name} gauge\nsglang:{name}{{model_name="tiny",tp_rank="0"}} 1.0\n'
+     for name in ("num_running_reqs", "num_queue_reqs", "token_usage", "gen_throughput", "cache_hit_rate",
+                  "num_retracted_reqs", "spec_accept_length")]
+    + ['sglang:generation_tokens_total{model_name="tiny"} 12345.0\n']
+    + [f'sglang:{hist}_bucket{{le="{le}",model_name="tiny"}} 3.0\n'
+       for hist in ("time_to_first_token_seconds", "e2e_request_latency_seconds", "inter_token_latency_seconds",
+                    "queue_time_seconds") for le in [*(f"{0.001 * 2 ** i:g}" for i in range(40)), "+Inf"]]).encode()
 
 
 def _framed(line: bytes) -> bytes:
@@ -55,6 +68,11 @@ class _Stream(asyncio.Protocol):
         if end < 0:
             return
         head = bytes(self.buffer[:end]).lower()
+        if head.startswith(b"get /metrics"):
+            del self.buffer[:end + 4]
+            self.transport.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n\r\n%s"
+                                 % (len(METRICS_TEXT), METRICS_TEXT))
+            return
         length = int(head.split(b"content-length:")[1].split(b"\r\n")[0])
         if len(self.buffer) < end + 4 + length:
             return

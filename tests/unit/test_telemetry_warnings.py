@@ -1,0 +1,153 @@
+"""Warnings from the sampled series, the in-flight check and the timeline figure, on made-up runs;
+the throttle warning is raised through the real device sampler reading an NVML test double."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import numpy as np
+import pytest
+
+from harness.analysis.run import Run
+from harness.analysis.tables import run_warnings
+from harness.analysis.telemetry import in_flight_check, telemetry_warnings
+from harness.metrics.timeline import counter_increase, counter_rate, in_flight, output_rate, throttle_names
+from harness.records.timeseries import DEVICE, DEVICE_COLUMNS, SeriesWriter
+from harness.report.timeline import plot_run_timeline
+from harness.telemetry.device import DeviceSampler, nvml_gpus
+from tests.fakes.nvml import FakeNvml, busy_gpu
+from tests.unit.conftest import build_record, ns_at
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def write_run(path, records, concurrency=1, scrapes=(), window_ms=(0.0, 1000.0), engine="vllm"):
+    """A run folder: manifest with the telemetry window (warm-up from -500 ms), requests, and the
+    server scrapes given as (ms, role, value) rows."""
+    path.mkdir()
+    manifest = {"run_id": path.name, "status": "complete", "workload": {"name": "synthetic"}, "engine": engine,
+                "api": "openai", "options": {"concurrency": concurrency},
+                "telemetry": {"interval_s": 0.1, "window": {"warmup_start_ns": ns_at(-500.0),
+                                                            "measured_start_ns": ns_at(window_ms[0]),
+                                                            "measured_end_ns": ns_at(window_ms[1])},
+                              "server_metrics": {"status": "measured"}, "device": {"status": "measured"}}}
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    (path / "requests.jsonl").write_text("".join(json.dumps(asdict(r)) + "\n" for r in records))
+    metric = {"running": "vllm:num_requests_running", "queued": "vllm:num_requests_waiting",
+              "preemptions": "vllm:num_preemptions_total", "generation_tokens": "vllm:generation_tokens_total"}
+    rows = [{"t_ns": ns_at(ms), "role": role, "metric": metric[role], "labels": "{}", "value": value}
+            for ms, role, value in scrapes]
+    (path / "server_metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def one_stream(seq=0, sent=0.0, tokens=10, step=50.0):
+    """A request sent at `sent` ms with `tokens` one-token chunks `step` ms apart."""
+    return build_record(chunks=[(sent + 10 + step * k, 1) for k in range(tokens)], sent_ms=sent, seq=seq,
+                        engine="vllm")
+
+
+def test_in_flight_counts_requests_between_send_and_end():
+    sent, end = np.array([0, 10, 20]), np.array([15, 30, 25])
+    assert in_flight(sent, end, np.array([-1, 0, 12, 15, 22, 29, 30])).tolist() == [0, 1, 2, 1, 2, 1, 0]
+
+
+def test_output_rate_bins_each_chunks_new_tokens():
+    edges = np.array([0, 1_000_000_000, 2_000_000_000])
+    rate = output_rate([[100, 1_500_000_000], [200]], [[2, 5], [4]], edges)
+    assert rate.tolist() == [6.0, 3.0]
+
+
+def test_counter_increase_and_rate_survive_a_restart():
+    assert counter_increase(np.array([10.0, 15.0, 3.0, 4.0])) == 5 + 3 + 1
+    assert np.isnan(counter_increase(np.array([1.0])))
+    mid, rate = counter_rate(np.array([0, 2_000_000_000]), np.array([10.0, 30.0]))
+    assert mid.tolist() == [1_000_000_000] and rate.tolist() == [10.0]
+
+
+def test_throttle_reasons_other_than_idle_are_named():
+    assert throttle_names(0x1) == []
+    assert throttle_names(0x1 | 0x4 | 0x40) == ["software power cap", "hardware thermal slowdown"]
+    assert throttle_names(0x2000) == ["0x2000"]
+
+
+def test_a_queue_during_a_batch_one_run_warns(tmp_path):
+    scrapes = [(-1.0, "queued", 0.0), (500.0, "queued", 1.0), (1001.0, "queued", 0.0)]
+    run = Run.load(write_run(tmp_path / "r", [one_stream()], concurrency=1, scrapes=scrapes))
+    assert any("queue held up to 1 requests during this batch-1 run" in w for w in telemetry_warnings(run))
+    assert any("vllm:num_requests_waiting" in w for w in run_warnings(run))
+
+
+def test_a_queue_at_concurrency_four_or_outside_the_window_is_no_warning(tmp_path):
+    scrapes = [(-300.0, "queued", 2.0), (-1.0, "queued", 0.0), (500.0, "queued", 0.0), (1001.0, "queued", 0.0)]
+    assert telemetry_warnings(Run.load(write_run(tmp_path / "a", [one_stream()], scrapes=scrapes))) == []
+    busy = [(-1.0, "queued", 0.0), (500.0, "queued", 3.0)]
+    assert telemetry_warnings(Run.load(write_run(tmp_path / "b", [one_stream()], concurrency=4, scrapes=busy))) == []
+
+
+def test_preemptions_during_the_measured_requests_warn(tmp_path):
+    scrapes = [(-400.0, "preemptions", 1.0), (-1.0, "preemptions", 2.0), (500.0, "preemptions", 2.0),
+               (1001.0, "preemptions", 5.0)]
+    warnings = telemetry_warnings(Run.load(write_run(tmp_path / "r", [one_stream()], scrapes=scrapes)))
+    assert warnings == ["the server preempted requests during the run: 3 preempted (vllm:num_preemptions_total); "
+                        "KV cache ran short"]
+
+
+@pytest.mark.parametrize(("server_tokens", "warns"), [(20.0, False), (20.8, False), (26.0, True)])
+def test_server_and_client_throughput_are_compared_within_the_tolerance(tmp_path, server_tokens, warns):
+    records = [one_stream(0, 0.0), one_stream(1, 100.0)]  # 20 output tokens
+    scrapes = [(-1.0, "generation_tokens", 100.0), (1001.0, "generation_tokens", 100.0 + server_tokens)]
+    warnings = telemetry_warnings(Run.load(write_run(tmp_path / "r", records, scrapes=scrapes)))
+    assert bool(warnings) == warns
+    if warns:
+        assert "by +30.0%, beyond the 5% tolerance" in warnings[0]
+
+
+def sample_gpu(run_dir, nvml, at_ms):
+    """The real device sampler reading the NVML double once at each of `at_ms` (client clock)."""
+    gpus, _ = nvml_gpus(nvml)
+    writer = SeriesWriter(run_dir, DEVICE, DEVICE_COLUMNS)
+    times = iter(ns_at(ms) for ms in at_ms)
+    sampler = DeviceSampler(gpus, writer, 1.0, clock=lambda: next(times))
+    for ms in at_ms:
+        nvml.gpus[0]["throttle_reasons"] = 0x4 if 200 <= ms <= 400 else 0x1 if ms < 0 else 0
+        sampler.sample()
+    writer.close()
+
+
+def test_an_nvml_throttle_reason_inside_the_window_raises_the_warning(tmp_path):
+    run_dir = write_run(tmp_path / "r", [one_stream()])
+    sample_gpu(run_dir, FakeNvml([busy_gpu()]), [-300.0, 100.0, 300.0, 500.0])
+    warnings = telemetry_warnings(Run.load(run_dir))
+    assert warnings == ["the GPU throttled during the measured requests (GPU 0: software power cap in 1 of 3 samples)"]
+
+
+def test_idle_clocks_and_throttling_outside_the_window_are_no_warning(tmp_path):
+    run_dir = write_run(tmp_path / "r", [one_stream()], window_ms=(500.0, 1000.0))
+    sample_gpu(run_dir, FakeNvml([busy_gpu()]), [-300.0, 300.0, 600.0])  # idle in warm-up, capped before
+    assert telemetry_warnings(Run.load(run_dir)) == []
+
+
+def test_the_in_flight_check_sets_client_and_server_side_by_side(tmp_path):
+    records = [one_stream(0, 0.0), one_stream(1, 0.0), one_stream(2, 300.0)]  # each lasts 461 ms
+    scrapes = [(-1.0, "running", 0.0), (200.0, "running", 2.0), (400.0, "running", 3.0), (700.0, "running", 1.0),
+               (1001.0, "running", 0.0)]
+    check = in_flight_check(Run.load(write_run(tmp_path / "r", records, concurrency=4, scrapes=scrapes)))
+    assert check["client_in_flight"].tolist() == [2, 3, 1]
+    assert check["server_running"].tolist() == [2.0, 3.0, 1.0] and check["server_queued"].tolist() == [0.0] * 3
+
+
+def test_the_timeline_is_drawn_with_telemetry_and_says_what_is_missing_without(tmp_path):
+    scrapes = [(-1.0, "running", 0.0), (500.0, "running", 1.0), (-1.0, "generation_tokens", 0.0),
+               (1001.0, "generation_tokens", 10.0)]
+    run_dir = write_run(tmp_path / "r", [one_stream()], scrapes=scrapes)
+    sample_gpu(run_dir, FakeNvml([busy_gpu()]), [-300.0, 300.0])
+    png, svg = plot_run_timeline(Run.load(run_dir), tmp_path / "plots")
+    assert png.read_bytes()[:8] == PNG_MAGIC and "measured" in svg.read_text()
+    bare = write_run(tmp_path / "bare", [one_stream()])
+    manifest = json.loads((bare / "manifest.json").read_text())
+    manifest["telemetry"]["device"] = {"status": "not measured", "reason": "NVML lists no GPU"}
+    (bare / "manifest.json").write_text(json.dumps(manifest))
+    _, svg = plot_run_timeline(Run.load(bare), tmp_path / "plots", "bare")
+    assert "NVML lists no GPU" in svg.read_text() and "not exported by the server" in svg.read_text()
