@@ -139,13 +139,13 @@ async def _drive(backend, options, warmups, work, run: RunDir, writer, progress,
     with telemetry_sampling(run.path, options.telemetry_interval_s, options.base_url, series,
                             options.headers) as telemetry:
         run.update(telemetry=telemetry.entry)
-        return await _measure(backend, options, warmups, work, run, writer, progress, turn_stride, telemetry,
-                              (cpu_start, wall_start))
+        return await _measure(backend, options, warmups, work, run, writer, progress, (turn_stride, arrivals),
+                              telemetry, (cpu_start, wall_start))
 
 
-async def _measure(backend, options, warmups, work, run: RunDir, writer, progress, turn_stride: int, telemetry,
-                   started: tuple[float, float]) -> Pool:
-    cpu_start, wall_start = started
+async def _measure(backend, options, warmups, work, run: RunDir, writer, progress,
+                   schedule: tuple[int, OpenLoopWork | None], telemetry, started: tuple[float, float]) -> Pool:
+    (turn_stride, arrivals), (cpu_start, wall_start) = schedule, started
     async with Session(headers=options.headers, read_timeout_s=options.request_timeout_s) as http:
         progress.chunks = await _warm_up(http, backend, options, warmups)
         if options.flush_prefix_cache:
