@@ -61,10 +61,11 @@ def test_report_of_real_runs(two_runs, tmp_path):
     assert [load_manifest(d)["label"] for d in two_runs] == ["sglang c=1", "candidate <b>run</b>"]
     headline = page.split("<h2>Figures</h2>")[0]
     assert "<td>sglang c=1</td><td>1</td>" in headline and "<td>candidate &lt;b&gt;run&lt;/b&gt;</td><td>1</td>" in headline
-    # Five run figures and the published ladder, then the decode rooflines: published and per run.
-    assert page.count("data:image/png;base64,") == 8
+    # Five run figures, each run's timeline and the published ladder, then the decode rooflines:
+    # published and per run.
+    assert page.count("data:image/png;base64,") == 10
     assert "0.5.23" in page  # the server version from the manifest
-    assert len(list((tmp_path / "report" / "plots").rglob("*.svg"))) == 8
+    assert len(list((tmp_path / "report" / "plots").rglob("*.svg"))) == 10
 
 
 def test_the_report_in_a_real_browser_opens_with_the_headline(two_runs, tmp_path):
@@ -92,4 +93,4 @@ def test_notebook_executes_against_the_runs(two_runs, monkeypatch):
     assert "paired by prompt_id" in streams and "published-all-three" in streams
     images = [out for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs
               if "image/png" in out.get("data", {})]
-    assert len(images) == 7  # the report's six figures and the published ladder's roofline
+    assert len(images) == 9  # the report's six figures, the published ladder's roofline, each run's timeline

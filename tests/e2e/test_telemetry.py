@@ -6,7 +6,8 @@ beside the client's requests in flight. They are not read at the same instant, s
 tolerances differ by what each engine does:
 - SGLang refreshes its gauges when it logs a batch (every prefill, and every 40 decode steps) and
   llama.cpp counts its busy slots when asked: the two agree at no fewer than AGREE_SHARE of the
-  scrapes (a request just sent or just finished may not be counted yet, or still).
+  scrapes, or differ at one scrape at most (a request just sent or just finished may not be counted
+  yet, or still; a llama.cpp run on the test bed lasts a second or two, a handful of scrapes).
 - vLLM on the CPU test bed holds a stream's bytes for hundreds of ms between its API server and
   the client (docs/vllm-streaming.md), and its `/metrics` answers wait the same way: the client
   sees a request in flight after the server let it go, never the other way round. Stated
@@ -70,7 +71,7 @@ def test_server_running_agrees_with_the_clients_requests_in_flight(run):
     if run.engine_and_api[0] == HELD_STREAMS:
         assert above <= 1, check.to_dict("records")
     else:
-        assert agree >= AGREE_SHARE, check.to_dict("records")
+        assert agree >= AGREE_SHARE or (server_side != check["client_in_flight"]).sum() <= 1, check.to_dict("records")
 
 
 def test_no_warning_on_a_quiet_server(run):
