@@ -109,10 +109,11 @@ def test_a_server_that_does_not_speak_the_protocol_is_one_line(vllm_server, tmp_
 
 def test_nightly_catches_speculation_switched_off(vllm_ngram_server, vllm_server, tmp_path):
     """Baseline: vLLM with n-gram speculation; candidate: the same model without it."""
-    from tests.e2e.test_nightly import nightly, synthetic, write_config
+    from tests.e2e.test_nightly import FEW, nightly, synthetic, write_config
 
+    # Six requests keep the tier short; the gate's minimum sample is lowered to match (FEW).
     config = write_config(tmp_path, vllm_ngram_server.base_url,
-                          [synthetic(vllm_ngram_server.model_dir, prompts=6, output_tokens=128)])
+                          [synthetic(vllm_ngram_server.model_dir, prompts=6, output_tokens=128)], **FEW)
     pinned = nightly(config)
     assert pinned.returncode == 0, pinned.stderr
     done = nightly(config, "--server", vllm_server.base_url)
@@ -207,5 +208,7 @@ def test_every_flagged_request_is_contradicted_by_the_servers_own_timing(run, re
     derived = _derived(request.getfixturevalue(run))
     flagged = derived[derived["stream_flagged"].astype(bool)]
     first_token_held = flagged["ttft_client_minus_server_ms"] - flagged["e2e_client_minus_server_ms"]
+    first_token_late = flagged["ttft_client_minus_server_ms"]  # the whole stream late, beyond the server's TTFT
     decode_unseen = flagged["client_decode_share"] < 1 - VLLM_TPOT_TOLERANCE
-    assert (decode_unseen | (first_token_held > 20.0)).all(), flagged[["client_decode_share"]].to_dict("records")
+    assert (decode_unseen | (first_token_held > 20.0) | (first_token_late > 20.0)).all(), \
+        flagged[["client_decode_share", "ttft_client_minus_server_ms"]].to_dict("records")
