@@ -204,11 +204,13 @@ def test_client_tpot_agrees_with_the_server_where_the_stream_shows_the_decode(ru
 
 
 @pytest.mark.parametrize("run", ["plain_run", "ngram_run"])
-def test_every_flagged_request_is_contradicted_by_the_servers_own_timing(run, request):
+def test_every_flagged_request_carries_its_rules_evidence(run, request):
+    """A late first token is backed by the server's own TTFT (ttft_excess_ms beyond the slack); a
+    held-back answer by a burst of tokens or by the client seeing less than half the server's decode.
+    On a loaded 2-core host a burst can fall mid-stream, where the server's totals cannot show it."""
     derived = _derived(request.getfixturevalue(run))
-    flagged = derived[derived["stream_flagged"].astype(bool)]
-    first_token_held = flagged["ttft_client_minus_server_ms"] - flagged["e2e_client_minus_server_ms"]
-    first_token_late = flagged["ttft_client_minus_server_ms"]  # the whole stream late, beyond the server's TTFT
-    decode_unseen = flagged["client_decode_share"] < 1 - VLLM_TPOT_TOLERANCE
-    assert (decode_unseen | (first_token_held > 20.0) | (first_token_late > 20.0)).all(), \
-        flagged[["client_decode_share", "ttft_client_minus_server_ms"]].to_dict("records")
+    late = derived[derived["late_first_token"].astype(bool)]
+    assert (late["ttft_excess_ms"] > 20.0).all(), late[["ttft_excess_ms", "server_ttft_ms"]].to_dict("records")
+    held = derived[derived["buffered"].astype(bool)]
+    evidence = (held["burst_share"] >= 0.5) | (held["client_decode_share"] < 0.5)
+    assert evidence.all(), held[["burst_share", "client_decode_share"]].to_dict("records")
