@@ -63,7 +63,7 @@ model: env-sglang ## Build the test bed's tiny models (plain, bigram, wrong draf
 	$(STAGE) model -- $(BIN)/python -m harness.testbed.envs model
 
 llamacpp: model ## Build llama.cpp's llama-server (CPU) from the pinned source, and the GGUF models (cached)
-	$(STAGE) llamacpp -- $(BIN)/python -m harness.testbed.llamacpp
+	PATH=$(UV_DIR)/bin:$$PATH $(STAGE) llamacpp -- $(BIN)/python -m harness.testbed.llamacpp
 
 testbed: env-sglang env-vllm model llamacpp ## Everything the end-to-end tests need
 
