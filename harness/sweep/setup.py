@@ -12,24 +12,25 @@ from harness.sweep.config import config_from_flags, load_sweep_config
 from harness.sweep.sweepdir import SweepDir
 
 
-def concurrency_levels(text: str | None) -> list[int] | None:
-    """`1,2,4,8` as a list of integers (None when not given)."""
+def _comma_list(text: str | None, flag: str, kind: type, example: str) -> list | None:
+    """`text` split at commas into `kind` values (None when not given); one line names the flag."""
     if text is None:
         return None
     try:
-        return [int(part) for part in text.split(",") if part.strip()]
+        return [kind(part) for part in text.split(",") if part.strip()]
     except ValueError as exc:
-        raise SparkbenchError(f"--concurrency {text!r}: give integers separated by commas, e.g. 1,2,4,8") from exc
+        noun = "integers" if kind is int else "numbers"
+        raise SparkbenchError(f"{flag} {text!r}: give {noun} separated by commas, e.g. {example}") from exc
+
+
+def concurrency_levels(text: str | None) -> list[int] | None:
+    """`1,2,4,8` as a list of integers (None when not given)."""
+    return _comma_list(text, "--concurrency", int, "1,2,4,8")
 
 
 def request_rates(text: str | None) -> list[float] | None:
     """`0.5,1,2` as a list of rates (None when not given)."""
-    if text is None:
-        return None
-    try:
-        return [float(part) for part in text.split(",") if part.strip()]
-    except ValueError as exc:
-        raise SparkbenchError(f"--request-rate {text!r}: give numbers separated by commas, e.g. 0.5,1,2") from exc
+    return _comma_list(text, "--request-rate", float, "0.5,1,2")
 
 
 def open_sweep(config: Path | None, resume: Path | None, matrix: dict[str, Any], settings: dict[str, Any],
