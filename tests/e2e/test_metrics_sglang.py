@@ -1,24 +1,32 @@
 """Client-side metrics against SGLang's own timings for the same requests (real server).
 
 SGLang starts its clock when it has parsed the HTTP request (`request_received_ts`), so the
-client's TTFT and end-to-end latency are a few ms longer at batch 1. Stated tolerance: the client
-figure is never shorter than the server's; the median excess is under 30 ms and no single request
-exceeds 100 ms (on this 2-core test bed the client and the server's three processes share the
-cores, and one request in a few was seen up to 60 ms late). TPOT divides both offsets over the
-whole output: with the published 2,048 output tokens even such a stall moves it by 0.03 ms, so
-client and server TPOT agree within 0.05 ms for every request.
+client's TTFT and end-to-end latency are longer by an offset: the hops outside the server's clock
+(the client's send, the HTTP parse, the stream's way back). On this 2-core test bed the client and
+the server's three processes share the cores, so that offset grows with the host's load (16-25 ms
+idle, up to 50 ms seen under a running test suite), and no wall-clock constant bounds it. Every
+tolerance here is taken from the server's own figures for the same request:
+- the client's figure is never shorter than the server's (clock order);
+- the end-to-end offset is under E2E_SHARE of the server's end-to-end latency;
+- the TTFT offset is the end-to-end offset give or take the stream-integrity slack
+  (`harness.metrics.integrity`: the larger of the server's TTFT and SLACK_MS), so the first token
+  was not held back, and TPOT, which divides that difference over the output's N - 1 gaps, agrees
+  with the server's within TPOT_SHARE.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from harness.metrics import derive_requests
+from harness.metrics.integrity import SLACK_MS
 from harness.records.requests import load_requests
 from tests.e2e.conftest import only_run_dir, sparkbench, synthetic_args
 
-MEDIAN_EXCESS_MS, MAX_EXCESS_MS = 30.0, 100.0
-TPOT_TOLERANCE_MS = 0.05
+E2E_SHARE = 0.01
+TPOT_SHARE = 0.01
+COLUMNS = ["ttft_ms", "server_ttft_ms", "e2e_ms", "server_e2e_ms", "tpot_ms", "server_tpot_ms"]
 
 
 @pytest.fixture(scope="module")
@@ -30,16 +38,24 @@ def derived(sglang_server, tmp_path_factory):
 
 
 @pytest.mark.parametrize("column", ["ttft_client_minus_server_ms", "e2e_client_minus_server_ms"])
-def test_client_latency_agrees_with_the_server(derived, column):
-    excess = derived[column]
-    assert excess.notna().all()
-    assert (excess >= 0).all(), excess.tolist()
-    assert excess.median() < MEDIAN_EXCESS_MS and excess.max() < MAX_EXCESS_MS, excess.tolist()
+def test_the_client_never_sees_a_request_shorter_than_the_server(derived, column):
+    assert derived[column].notna().all()
+    assert (derived[column] >= 0).all(), derived[column].tolist()
+
+
+def test_client_end_to_end_latency_agrees_with_the_server(derived):
+    offset = derived["e2e_client_minus_server_ms"]
+    assert (offset < E2E_SHARE * derived["server_e2e_ms"]).all(), derived[COLUMNS].to_dict("records")
+
+
+def test_the_ttft_offset_is_the_end_to_end_offset(derived):
+    slack = np.fmax(derived["server_ttft_ms"], SLACK_MS)
+    assert (derived["ttft_excess_ms"].abs() <= slack).all(), derived[[*COLUMNS, "ttft_excess_ms"]].to_dict("records")
 
 
 def test_tpot_agrees_with_the_server_derived_tpot(derived):
     difference = (derived["tpot_ms"] - derived["server_tpot_ms"]).abs()
-    assert (difference < TPOT_TOLERANCE_MS).all(), difference.tolist()
+    assert (difference < TPOT_SHARE * derived["server_tpot_ms"]).all(), derived[COLUMNS].to_dict("records")
 
 
 def test_a_healthy_stream_is_never_flagged(derived):

@@ -4,13 +4,17 @@ Each engine's `/metrics` series are scraped every 0.25 s through a synthetic run
 4, and at every scrape inside the measured window the server's running plus queued requests are set
 beside the client's requests in flight. They are not read at the same instant, so the stated
 tolerances differ by what each engine does:
-- SGLang refreshes its gauges when it logs a batch (every prefill, and every 40 decode steps) and
-  llama.cpp counts its busy slots when asked: the two agree at no fewer than AGREE_SHARE of the
-  scrapes, or differ at one scrape at most (a request just sent or just finished may not be counted
-  yet, or still; a llama.cpp run on the test bed lasts a second or two, a handful of scrapes).
+- The client can only see a request end after the server let it go: on a busy host the last bytes
+  wait in the socket (hundreds of ms were seen on CI's shared cores), so at a scrape the client may
+  count a request the server has finished. Scrapes where the server counts fewer than the client
+  are that lag, and prove nothing either way.
+- The server counting more than the client is what a wrong join would show. SGLang refreshes its
+  gauges when it logs a batch (every prefill, and every 40 decode steps) and llama.cpp counts its
+  busy slots when asked: the server is above the client at one scrape at most, or the two agree at
+  no fewer than AGREE_SHARE of the scrapes (a request just finished may still be counted), and they
+  agree at one scrape at least.
 - vLLM on the CPU test bed holds a stream's bytes for hundreds of ms between its API server and
-  the client (docs/vllm-streaming.md), and its `/metrics` answers wait the same way: the client
-  sees a request in flight after the server let it go, never the other way round. Stated
+  the client (docs/vllm-streaming.md), and its `/metrics` answers wait the same way. Stated
   tolerance: the server counts more than the client at no more than one scrape.
 Everywhere: the server never runs more requests than the concurrency, nothing is queued at batch 1,
 and the server's own output-token counter matches the client's records (no warning).
@@ -71,7 +75,7 @@ def test_server_running_agrees_with_the_clients_requests_in_flight(run):
     if run.engine_and_api[0] == HELD_STREAMS:
         assert above <= 1, check.to_dict("records")
     else:
-        assert agree >= AGREE_SHARE or (server_side != check["client_in_flight"]).sum() <= 1, check.to_dict("records")
+        assert agree > 0 and (above <= 1 or agree >= AGREE_SHARE), check.to_dict("records")
 
 
 def test_no_warning_on_a_quiet_server(run):
