@@ -22,6 +22,7 @@ from harness.agree.servers import Server, connect
 from harness.agree.tables import agreement_by_margin, bands_table, positions_table, shifts_table, summary_table
 from harness.config import PathText, StrictModel
 from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable
+from harness.engines.control import BoundedClient
 from harness.engines.scoring import CannotScore, ScoredTokens
 from harness.errors import SparkbenchError
 from harness.records.rundir import RunDir, new_run_id
@@ -85,14 +86,14 @@ def _score_all(run: RunDir, sequences: list[ForcedSequence], servers: dict[str, 
 
 
 def run_agreement(urls: dict[str, str], options: AgreeOptions, results_root: Path,
-                  transport: httpx.BaseTransport | None = None, headers: dict[str, str] | None = None) -> RunDir:
+                  transport: httpx.AsyncBaseTransport | None = None, headers: dict[str, str] | None = None) -> RunDir:
     """Score the same forced sequences on both servers; always leave the tables of what was scored.
 
     `transport` replaces the network (tests serve recorded answers through it); `headers` carry the
     credentials (`RunSettings.headers`), sent to both servers and written nowhere."""
     workload = GSM8KWorkload(limit=options.limit, offset=options.offset, shot_seed=options.shot_seed)
-    timeout = httpx.Timeout(options.request_timeout_s, connect=5.0)
-    with httpx.Client(timeout=timeout, transport=transport, headers=headers) as http:
+    # A total deadline per request: a server trickling bytes cannot hold a scoring request open.
+    with BoundedClient(deadline_s=options.request_timeout_s, headers=headers, transport=transport) as http:
         servers = {role: connect(http, urls[role]) for role in ROLES}
         tokenizer = Tokenizer(options.tokenizer or servers["reference"].model_folder(http))
         _check_can_score(servers, http, tokenizer, options.top_k)

@@ -22,13 +22,35 @@ def _terminate_as_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt  # SIGTERM ends a run like Ctrl-C: records kept, servers stopped
 
 
+def usage_line(exc: typer.TyperException) -> str:
+    """A flag or argument the command line cannot take, as one line naming the command's help."""
+    message = "; ".join(line.strip() for line in exc.format_message().splitlines() if line.strip())
+    context = getattr(exc, "ctx", None)
+    return f"{message} (see '{context.command_path} --help')" if context else message
+
+
+def asks_for_help(exc: typer.TyperException) -> bool:
+    """`sparkbench` or `sparkbench run` alone: the parser raises the command's help as its error."""
+    context = getattr(exc, "ctx", None)
+    return context is not None and exc.format_message() == context.get_help()
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     try:
-        app()
+        # Not standalone: the parser's usage errors reach us, so they print as one line like every other.
+        outcome = app(standalone_mode=False)
+    except typer.TyperException as exc:
+        print(exc.format_message() if asks_for_help(exc) else f"sparkbench: {redact(usage_line(exc))}",
+              file=sys.stderr)
+        sys.exit(SparkbenchError.exit_code)
+    except typer.Abort:
+        print("sparkbench: interrupted", file=sys.stderr)
+        sys.exit(1)
     except SparkbenchError as exc:
         print(f"sparkbench: {redact(str(exc))}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except OSError as exc:  # a file the user named cannot be read or written: say which and why
         print(f"sparkbench: {redact(describe_os_error(exc))}", file=sys.stderr)
         sys.exit(SparkbenchError.exit_code)
+    sys.exit(outcome if isinstance(outcome, int) else 0)  # a command's typer.Exit code, else done

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from harness.run.runner import RunAborted
 from tests.unit.agree_fakes import FakeSGLang, FakeVLLM, Hosts, write_tokenizer
 
 URLS = {"reference": "http://ref", "candidate": "http://cand"}
+TRICKLE_GAP_S = 0.2
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +104,33 @@ def test_server_dying_mid_run_keeps_what_was_scored(tmp_path, tokenizer_dir):
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and manifest["positions_scored"] > 0
     assert summary(run_dir)[("sequences", "value")] == 2  # probe + two sequences answered
+
+
+class TricklesAfter(DiesAfter):
+    """A fake whose scoring answers, after `calls` of them, come a byte every TRICKLE_GAP_S, for ever."""
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/generate":
+            self.calls -= 1
+            if self.calls < 0:
+                return httpx.Response(200, stream=Trickle())
+        return self.server(request)
+
+
+class Trickle(httpx.AsyncByteStream):
+    async def __aiter__(self):
+        while True:
+            yield b" "
+            await asyncio.sleep(TRICKLE_GAP_S)
+
+
+def test_a_scoring_answer_that_trickles_ends_at_its_deadline(tmp_path, tokenizer_dir):
+    """httpx limits each read (never reached here), the run limits the request: it stops at
+    request_timeout_s and keeps what was scored."""
+    with pytest.raises(RunAborted, match="no complete answer within 1 s"):
+        agree(tmp_path, tokenizer_dir, FakeSGLang(), TricklesAfter(FakeSGLang(), calls=3), request_timeout_s=1.0)
+    manifest = json.loads((next(tmp_path.iterdir()) / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and manifest["positions_scored"] > 0
 
 
 def test_report_and_headline_from_the_tables(tmp_path, tokenizer_dir):

@@ -83,8 +83,7 @@ def test_more_prompts_than_first_tokens_is_one_line(tmp_path):
                                              ("--output-tokens", "1000000000000000"), ("--num-prompts", "10000000")])
 def test_options_past_any_model_are_refused_before_the_server_is_asked(flag, value):
     done = sparkbench("run", "synthetic", "--server", "http://127.0.0.1:9", flag, value, cwd=Path.cwd())
-    assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert f"Invalid value for '{flag}'" in done.stderr.strip().splitlines()[-1]
+    assert f"Invalid value for '{flag}'" in one_line_error(done)
 
 
 def test_more_prompt_tokens_than_a_run_holds_is_one_line():
@@ -130,5 +129,4 @@ def test_the_context_is_read_where_each_api_states_it(snapshot, context):
                                              ("--request-deadline", "nan"), ("--request-timeout", "nan")])
 def test_deadlines_that_cannot_be_are_refused(flag, value):
     done = sparkbench("run", "gsm8k", "--server", "http://127.0.0.1:9", flag, value, cwd=Path.cwd())
-    assert done.returncode == 2 and "Traceback" not in done.stderr and "cannot reach" not in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1 or "Invalid value" in done.stderr.strip().splitlines()[-1]
+    assert "greater than" in one_line_error(done)  # refused before the server is asked

@@ -25,10 +25,23 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, timeout=60)
 
 
-def test_a_bad_flag_is_a_usage_error():
-    done = _cli("run", "synthetic", "--num-prompts", "0")
+@pytest.mark.parametrize(("args", "said"), [
+    (["run", "synthetic", "--num-prompts", "0"], "sparkbench: Invalid value for '--num-prompts'"),
+    (["run", "synthetic", "--concurrency", "many"], "sparkbench: Invalid value for '--concurrency'"),
+    (["run", "synthetic", "--no-such-flag"], "sparkbench: No such option: --no-such-flag"),
+    (["run", "nothing"], "sparkbench: No such command 'nothing'"),
+    (["report", "--latest"], "sparkbench: Option '--latest' requires an argument"),
+])
+def test_a_bad_flag_is_one_line(args, said):
+    done = _cli(*args)
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines()[-1].startswith("Error: Invalid value for '--num-prompts'")
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(said), done.stderr
+
+
+@pytest.mark.parametrize("args", [[], ["run"]], ids=["sparkbench", "run"])
+def test_a_command_group_alone_prints_its_help(args):
+    done = _cli(*args)
+    assert done.returncode == 2 and done.stderr.startswith("Usage: ")
 
 
 def test_a_folder_that_is_no_run_is_one_line(tmp_path):
