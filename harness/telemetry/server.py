@@ -17,11 +17,12 @@ from typing import Any
 
 import httpx
 
+from harness.engines.control import BoundedClient
 from harness.engines.prometheus import parse_metrics
 from harness.engines.series import Series
 from harness.records.timeseries import SeriesWriter
 
-SCRAPE_TIMEOUT_S = 5.0
+SCRAPE_DEADLINE_S = 5.0  # the whole scrape: a server trickling its answer cannot hold the scraper
 
 
 class ServerScraper:
@@ -29,10 +30,10 @@ class ServerScraper:
 
     def __init__(self, base_url: str, series: Sequence[Series], writer: SeriesWriter, interval_s: float,
                  headers: dict[str, str] | None = None, clock: Callable[[], int] = time.perf_counter_ns,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.url, self.writer, self.interval_s, self.clock = f"{base_url}/metrics", writer, interval_s, clock
         self.roles = {s.metric: s.role for s in series}
-        self._http = httpx.Client(headers=headers, timeout=SCRAPE_TIMEOUT_S, transport=transport)
+        self._http = BoundedClient(deadline_s=SCRAPE_DEADLINE_S, headers=headers, transport=transport)
         self._stop = threading.Event()
         self._lock = threading.Lock()  # the loop's scrapes and a boundary scrape from the run never overlap
         self._thread = threading.Thread(target=self._loop, name="metrics-scraper", daemon=True)

@@ -12,6 +12,8 @@ from harness.engines.base import ServerUnreachable
 from harness.engines.control import BoundedClient
 from harness.engines.detect import detect_engine
 from harness.engines.sse import Session
+from harness.records.timeseries import SERVER_COLUMNS, SERVER_METRICS, SeriesWriter
+from harness.telemetry.server import ServerScraper
 from tests.fakes.broken_server import TRICKLE_GAP_S, Breakage, breaking
 
 DEADLINE_S = 4 * TRICKLE_GAP_S  # several bytes arrive, each well within any read timeout
@@ -37,3 +39,12 @@ def test_a_counters_request_inside_a_run_ends_at_its_deadline(monkeypatch):
 
     with breaking(Breakage("trickle")) as url, pytest.raises(httpx.TimeoutException, match="no complete answer"):
         asyncio.run(scrape(url))
+
+
+def test_a_metrics_scrape_ends_at_its_deadline_and_counts_as_failed(tmp_path, monkeypatch):
+    monkeypatch.setattr("harness.telemetry.server.SCRAPE_DEADLINE_S", DEADLINE_S)
+    writer = SeriesWriter(tmp_path, SERVER_METRICS, SERVER_COLUMNS)
+    with breaking(Breakage("trickle")) as url:
+        scraper = ServerScraper(url, (), writer, 60.0)
+        scraper.scrape()
+    assert scraper.failures == 1 and "no complete answer within" in scraper.first_error
