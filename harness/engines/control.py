@@ -10,6 +10,7 @@ cancelled mid-read.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
@@ -58,3 +59,18 @@ class BoundedClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def get_within(http: httpx.Client, url: str, deadline_s: float) -> tuple[int, str]:
+    """GET `url` with a synchronous client, for callers already on a running event loop (where
+    `BoundedClient` cannot run its own): (status, text), or DeadlineExceeded once the body has
+    taken longer than `deadline_s`. Checked as each piece arrives, so a trickle ends at most one
+    read timeout past the deadline."""
+    ends = time.monotonic() + deadline_s
+    with http.stream("GET", url) as resp:
+        body = bytearray()
+        for piece in resp.iter_bytes():
+            body += piece
+            if time.monotonic() > ends:
+                raise DeadlineExceeded(f"{url} gave no complete answer within {deadline_s:g} s")
+        return resp.status_code, body.decode(resp.encoding or "utf-8", errors="replace")

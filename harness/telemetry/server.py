@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from harness.engines.control import BoundedClient
+from harness.engines.control import get_within
 from harness.engines.prometheus import parse_metrics
 from harness.engines.series import Series
 from harness.records.timeseries import SeriesWriter
@@ -30,10 +30,11 @@ class ServerScraper:
 
     def __init__(self, base_url: str, series: Sequence[Series], writer: SeriesWriter, interval_s: float,
                  headers: dict[str, str] | None = None, clock: Callable[[], int] = time.perf_counter_ns,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None) -> None:
         self.url, self.writer, self.interval_s, self.clock = f"{base_url}/metrics", writer, interval_s, clock
         self.roles = {s.metric: s.role for s in series}
-        self._http = BoundedClient(deadline_s=SCRAPE_DEADLINE_S, headers=headers, transport=transport)
+        # Synchronous: boundary scrapes are taken on the run's own event loop thread.
+        self._http = httpx.Client(headers=headers, timeout=SCRAPE_DEADLINE_S, transport=transport)
         self._stop = threading.Event()
         self._lock = threading.Lock()  # the loop's scrapes and a boundary scrape from the run never overlap
         self._thread = threading.Thread(target=self._loop, name="metrics-scraper", daemon=True)
@@ -63,18 +64,18 @@ class ServerScraper:
     def _scrape(self) -> None:
         sent = self.clock()
         try:
-            resp = self._http.get(self.url)
+            status, text = get_within(self._http, self.url, SCRAPE_DEADLINE_S)
         except httpx.HTTPError as exc:
             self._failed(f"{type(exc).__name__}: {exc}")
             return
         t_ns = (sent + self.clock()) // 2
-        if resp.status_code == 404:
+        if status == 404:
             self.not_exported = f"GET {self.url} answered 404: the server exports no metrics"
             return
-        if resp.status_code != 200:
-            self._failed(f"HTTP {resp.status_code}")
+        if status != 200:
+            self._failed(f"HTTP {status}")
             return
-        self.writer.append(self.rows(resp.text, t_ns))
+        self.writer.append(self.rows(text, t_ns))
         self.scrapes += 1
 
     def rows(self, text: str, t_ns: int) -> list[dict[str, Any]]:

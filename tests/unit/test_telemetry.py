@@ -133,8 +133,8 @@ def test_without_a_gpu_nothing_is_recorded_and_it_is_said_once(tmp_path, capsys,
 
 def test_sampling_marks_the_window_and_fills_the_manifest_entry(tmp_path, monkeypatch):
     clock = Clock()
-    real_client = httpx.AsyncClient
-    monkeypatch.setattr(httpx, "AsyncClient", lambda **kw: real_client(**{**kw, "transport": metrics_server()}))
+    real_client = httpx.Client
+    monkeypatch.setattr(httpx, "Client", lambda **kw: real_client(**{**kw, "transport": metrics_server()}))
     gpus = lambda: nvml_gpus(FakeNvml([busy_gpu()]))  # noqa: E731
     with telemetry_sampling(tmp_path, 60.0, "http://s", SERIES, find_gpus=gpus, clock=clock) as telemetry:
         telemetry.measuring()
