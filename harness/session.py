@@ -26,6 +26,7 @@ from harness.errors import SparkbenchError
 from harness.facts import EngineFacts
 from harness.guard.preflight import GuardReport, prefix_cache_report, startup_guard
 from harness.metrics.load import lag_warning
+from harness.records.entries import ServerCounters
 from harness.records.manifest import MANIFEST_VERSION
 from harness.records.rundir import RunDir, new_run_id
 from harness.request import RunRequest, RunSwitches, TargetSpec
@@ -120,13 +121,13 @@ def run_planned(target: Target, backend: Backend, plan: Plan, options: RunOption
     manifest = run_manifest(target, backend, snapshot, spec, plan, options) | {"guard": guard_record}
     manifest["engine_facts"] = facts.model_dump(mode="json")
     manifest["allow_buffered"] = switches.allow_buffered
-    manifest["label"] = switches.label or default_label(manifest)
     if repeat is not None:
         manifest[REPEAT] = repeat
     uncached = bool(spec.get("requires_uncached_prompts")) and not switches.keep_prefix_cache
     options = options.model_copy(update={"flush_prefix_cache": uncached})
     if switches.resume is None:
         run_dir, done = RunDir.create(switches.results, new_run_id(workload.name), manifest), frozenset()
+        run_dir.update(label=switches.label or default_label(run_dir.record))
     else:
         check_same_spec(switches.resume, spec)
         run_dir, done = RunDir.reopen(switches.resume), done_prompts(switches.resume)
@@ -180,8 +181,8 @@ def _after_run(run: RunDir, target: Target, frame: pd.DataFrame) -> None:
     cached = frame["cached_tokens"].fillna(0)
     hits = int((cached > 0).sum())
     run.update(stream_mode=modes[0] if len(modes) == 1 else "mixed", prefix_cache_hits=hits,
-               server_counters=_counter_summary(run.manifest.get("server_counters") or {}))
-    if hits and run.manifest["workload"].get("requires_uncached_prompts"):
+               server_counters=_counter_summary(run.record.server_counters))
+    if hits and run.record.workload.requires_uncached_prompts:
         print(f"WARNING: the prefix cache served {int(cached.sum())} prompt tokens across {hits} of "
               f"{len(frame)} requests: prefill was not measured in full (see cached_tokens)",
               file=sys.stderr, flush=True)
@@ -193,21 +194,21 @@ def _after_run(run: RunDir, target: Target, frame: pd.DataFrame) -> None:
         (run.path / "server.log").write_text(redact(log), encoding="utf-8")
 
 
-def _counter_summary(counters: dict[str, Any]) -> dict[str, Any]:
+def _counter_summary(counters: ServerCounters) -> dict[str, Any]:
     """Counter readings before and after the measured requests, their delta and accept length."""
-    before, after = counters.get("before"), counters.get("after")
-    if not before or not after:
-        return counters
-    delta = counter_delta(before, after)
-    return {**counters, "delta": delta, "accept_length": accept_length_from_counters(delta)}
+    if not counters.before or not counters.after:
+        return counters.as_recorded()
+    delta = counter_delta(counters.before, counters.after)
+    return {**counters.as_recorded(), "delta": delta, "accept_length": accept_length_from_counters(delta)}
 
 
 def _post_run_guard(run: RunDir, requests: pd.DataFrame, guard: bool) -> None:
     """With a profile, a synthetic run whose prompts hit the prefix cache fails after the fact."""
-    if not guard or not run.manifest["workload"].get("requires_uncached_prompts"):
+    record = run.record
+    if not guard or not record.workload.requires_uncached_prompts:
         return
     cached = [None if pd.isna(value) else int(value) for value in requests["cached_tokens"]]
     report = prefix_cache_report(cached)
-    run.update(guard={**(run.manifest.get("guard") or {}), "post_run": report.to_dict()})
+    run.update(guard={**(record.guard.as_recorded() if record.guard else {}), "post_run": report.to_dict()})
     if not report.ok:
         raise RunAborted(f"run {run.path.name} fails the guard: {report.failures[0].message}")

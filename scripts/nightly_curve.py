@@ -32,9 +32,9 @@ SIZES = (20, 40, 80)  # requests per run; fewer than the default min_requests (2
 
 def quiet(run: Path, config: NightlyConfig) -> bool:
     from harness.nightly.settle import busy_reasons
+    from harness.records.rundir import load_record
 
-    manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
-    return not busy_reasons(manifest.get("host_load"), config.busy_limits)
+    return not busy_reasons(load_record(run).host_load, config.busy_limits)
 
 
 def pools(work: Path, config: NightlyConfig) -> dict[str, list[Path]]:

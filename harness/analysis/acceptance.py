@@ -14,6 +14,7 @@ import pandas as pd
 
 from harness.metrics.acceptance import counter_histogram, pooled_histogram, position_values, request_histograms
 from harness.metrics.catalogue import CATALOGUE
+from harness.records.entries import ServerCounters
 
 PER_REQUEST = "per request (engine meta)"
 COUNTERS = "server counters over the measured requests"
@@ -31,12 +32,12 @@ def requests_histogram(derived: pd.DataFrame) -> list[float] | None:
     return pooled_histogram(request_histograms(derived)) if len(derived) else None
 
 
-def run_histogram(measured: pd.DataFrame, manifest: dict) -> RunHistogram:
+def run_histogram(measured: pd.DataFrame, counters: ServerCounters) -> RunHistogram:
     """The run's histogram: pooled per-request ones, else the counter delta's, else none."""
     pooled = requests_histogram(measured)
     if pooled is not None:
         return RunHistogram(pooled, PER_REQUEST)
-    delta = (manifest.get("server_counters") or {}).get("delta") or {}
+    delta = counters.delta or {}
     from_counters = counter_histogram(delta)
     if from_counters is not None:
         return RunHistogram(from_counters, COUNTERS)

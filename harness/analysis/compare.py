@@ -71,7 +71,7 @@ def pairable(base: Run, cand: Run) -> bool:
     """Whether prompt_ids name the same prompts in both runs: same workload spec apart from
     PER_RUN_KEYS (so the same workload and the same seed), and at least one prompt_id in common."""
     def key(run: Run) -> dict:
-        return {k: v for k, v in run.manifest.get("workload", {}).items() if k not in PER_RUN_KEYS}
+        return {k: v for k, v in run.record.workload.as_recorded().items() if k not in PER_RUN_KEYS}
     shared = set(base.measured["prompt_id"]) & set(cand.measured["prompt_id"])
     return key(base) == key(cand) and bool(shared)
 

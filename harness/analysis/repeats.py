@@ -12,7 +12,6 @@ through `repetition_change`) judges the change by the repetitions (`welch_relati
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 
@@ -30,7 +29,8 @@ from harness.analysis.compare import (
 )
 from harness.analysis.run import Run
 from harness.analysis.stats import Interval, bootstrap_ci, bootstrap_ratio_of_sums, mean_interval, welch_relative_change
-from harness.records.rundir import MANIFEST_NAME
+from harness.errors import SparkbenchError
+from harness.records.rundir import MANIFEST_NAME, load_record
 
 REPEAT = "repeat"  # the manifest key
 REPETITION_COLUMNS = ["metric", "stat", "repetitions", "mean", "sd", "ci95_low", "ci95_high", "across_halfwidth_rel",
@@ -44,18 +44,16 @@ def repeat_entry(group: str, index: int, count: int) -> dict[str, object]:
 
 def repetitions(run: Run) -> list[Run]:
     """The runs of `run`'s repetition group found beside it, in order; `[run]` for a single run."""
-    group = (run.manifest.get(REPEAT) or {}).get("group")
-    if group is None:
+    if run.record.repeat is None:
         return [run]
-    found = {}
+    group, found = run.record.repeat.group, {}
     for manifest_path in sorted(run.path.parent.glob(f"*/{MANIFEST_NAME}")):
         try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            entry = load_record(manifest_path.parent).repeat
+        except (SparkbenchError, OSError):
             continue
-        entry = manifest.get(REPEAT) or {}
-        if entry.get("group") == group:
-            found[entry["index"]] = run if manifest_path.parent == run.path else Run.load(manifest_path.parent)
+        if entry is not None and entry.group == group:
+            found[entry.index] = run if manifest_path.parent == run.path else Run.load(manifest_path.parent)
     return [found[i] for i in sorted(found)]
 
 

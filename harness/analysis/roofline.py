@@ -22,6 +22,7 @@ from harness.guard.checks import TORCH_DTYPE_NAMES, lm_head_dtype
 from harness.launch_flags import flag_value
 from harness.metrics.model_bytes import DTYPE_BYTES, WeightDtypes
 from harness.metrics.roofline import ROOFLINE_UNITS, Roofline, ceiling, decode_roofline
+from harness.records.entries import LaunchEntry
 from harness.records.manifest import RunRecord
 
 # Quantization method names (SGLang/vLLM `--quantization`, checkpoint `quant_method`/`quant_algo`).
@@ -43,14 +44,14 @@ class RooflineInputs:
 def served_facts(record: RunRecord) -> tuple[dict[str, Any], dict[str, str], list[str]]:
     """(dtype facts, launch environment, launch args) of a run: the engine's normalised facts
     (`EngineFacts.dtypes`), and the profile's environment and flags where a profile was used."""
-    launch = (record.profile or {}).get("launch") or {}
-    return record.facts.dtypes(), launch.get("env") or {}, [str(a) for a in launch.get("args") or []]
+    launch = (record.profile.launch if record.profile else None) or LaunchEntry()
+    return record.facts.dtypes(), dict(launch.env), list(launch.args)
 
 
 def model_dir(record: RunRecord) -> str | None:
     """The checkpoint folder the run's server serves, as recorded: the launched folder, else the
     model the engine's facts name."""
-    return (record.launched_server or {}).get("model_dir") or record.facts.model
+    return (record.launched_server.model_dir if record.launched_server else None) or record.facts.model
 
 
 def load_model_config(record: RunRecord, given: Path | None) -> tuple[dict[str, Any], str]:
@@ -100,8 +101,8 @@ def kv_dtype(info: Mapping[str, Any], args: list[str], unquantized: str) -> str:
 
 def power_device(record: RunRecord) -> str | None:
     """The device NVML named during the run (the first GPU sensor), else None."""
-    sensors = (record.power or {}).get("sensors") or []
-    return next((s["device"] for s in sensors if s.get("domain") == "gpu"), None)
+    sensors = record.power.sensors if record.power else []
+    return next((s.device for s in sensors if s.domain == "gpu"), None)
 
 
 def run_roofline(record: RunRecord, summary: Mapping[str, float], context_tokens: float,

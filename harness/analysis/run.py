@@ -31,11 +31,12 @@ from harness.metrics.slo import parse_slo, slo_met, slo_values
 from harness.metrics.summary import ok_requests, summarize_derived
 from harness.metrics.values import floats
 from harness.power.sampler import load_power_samples
+from harness.records.entries import PowerEntry, ServerCounters
 from harness.records.manifest import RunRecord
 from harness.records.requests import load_requests
-from harness.records.rundir import engine_and_api, load_manifest, seen_status
+from harness.records.rundir import MANIFEST_NAME, load_manifest
 from harness.records.timeseries import DEVICE, DEVICE_COLUMNS, SERVER_COLUMNS, SERVER_METRICS, load_series
-from harness.run.label import concurrency_of, run_label
+from harness.run.label import run_label
 from workloads import Scorer
 from workloads.registry import scorer_for
 
@@ -59,17 +60,18 @@ class Run:
         """The run at `path`; a manifest whose entries have the wrong types is refused here, in one
         line, before any reader takes an entry for what it should be."""
         manifest = load_manifest(Path(path))
-        RunRecord.of(manifest, f"{path}/manifest.json")
+        RunRecord.of(manifest, str(Path(path) / MANIFEST_NAME))
         return cls(path, manifest, inputs)
 
     @property
-    def run_id(self) -> str:
-        return self.manifest["run_id"]
+    def record(self) -> RunRecord:
+        """The manifest as a typed record (`harness.records.manifest`), read as it is now: a writer
+        that shares the manifest (`RunDir`) may still be adding to it. Every reader asks this."""
+        return RunRecord.of(self.manifest, str(self.path / MANIFEST_NAME))
 
     @property
-    def record(self) -> RunRecord:
-        """The manifest as a typed record (`harness.records.manifest`), read as it is now."""
-        return RunRecord.of(self.manifest, f"{self.path}/manifest.json")
+    def run_id(self) -> str:
+        return self.record.run_id
 
     @cached_property
     def facts(self) -> EngineFacts:
@@ -78,27 +80,27 @@ class Run:
 
     @property
     def workload(self) -> str:
-        return self.manifest["workload"]["name"]
+        return self.record.workload.name
 
     @property
     def reduced_scale(self) -> bool:
         """Whether the run served the test bed's tiny model. Manifests written before the flag
         existed say so only in their scale label."""
-        if "reduced_scale" in self.manifest:
-            return bool(self.manifest["reduced_scale"])
-        return str(self.manifest.get("scale") or "").startswith(LEGACY_REDUCED_PREFIX)
+        record = self.record
+        if record.reduced_scale is not None:
+            return record.reduced_scale
+        return (record.scale or "").startswith(LEGACY_REDUCED_PREFIX)
 
     @property
     def scale_note(self) -> str:
         """A short scale label: the reduced CPU test bed, else the recorded scale."""
-        return "REDUCED SCALE CPU test bed" if self.reduced_scale else str(self.manifest.get("scale") or
-                                                                          "scale not recorded")
+        return "REDUCED SCALE CPU test bed" if self.reduced_scale else self.record.scale or "scale not recorded"
 
     @property
     def label(self) -> str:
         """The run's label (`--label`), else the one derived from profile and options
         (harness.run.label), also for runs recorded before labels existed."""
-        return run_label(self.manifest)
+        return run_label(self.record)
 
     @property
     def name(self) -> str:
@@ -116,16 +118,16 @@ class Run:
 
     @property
     def concurrency(self) -> int | None:
-        return concurrency_of(self.manifest)
+        return self.record.options.concurrency_count
 
     @property
     def status(self) -> str:
         """How the run ended (`complete`, `interrupted`, `failed`), or `running` / `stale`."""
-        return seen_status(self.manifest)
+        return self.record.seen_status
 
     @property
     def engine_and_api(self) -> tuple[str | None, str | None]:
-        return engine_and_api(self.manifest)
+        return self.record.engine_and_api
 
     @cached_property
     def requests(self) -> pd.DataFrame:
@@ -166,7 +168,7 @@ class Run:
     @property
     def slo_targets(self) -> dict[str, float]:
         """The run's SLO targets, {figure: limit in ms} (`--slo`); empty when none were given."""
-        slo = (self.manifest.get("options") or {}).get("slo")
+        slo = self.record.options.slo
         return parse_slo(slo) if slo else {}
 
     @cached_property
@@ -188,7 +190,7 @@ class Run:
     @cached_property
     def histogram(self) -> RunHistogram:
         """Verify steps by accepted drafts (harness.analysis.acceptance), and where they came from."""
-        return run_histogram(self.measured, self.manifest)
+        return run_histogram(self.measured, self.record.server_counters)
 
     @cached_property
     def roofline(self) -> tuple[Roofline | None, str]:
@@ -203,8 +205,9 @@ class Run:
         """The long summary (SUMMARY_COLUMNS): `speed`, then the server's counters, acceptance per
         draft position, energy, SLO attainment and goodput, the scorer's accuracy rows and the decode
         roofline."""
-        parts = [counter_rows(self.manifest), position_rows(self.histogram),
-                 energy_rows(self.path, self.manifest, self.requests), slo_rows(self.judged, self.slo_targets)]
+        record = self.record
+        parts = [counter_rows(record.server_counters), position_rows(self.histogram),
+                 energy_rows(self.path, record.power, self.requests), slo_rows(self.judged, self.slo_targets)]
         if self.scores is not None:
             parts.append(self.scorer.summary(self.scores))
         parts.append(roofline_rows(self.roofline[0]))
@@ -238,19 +241,19 @@ def tell_apart(runs: Sequence[Run]) -> list[Run]:
     return list(runs)
 
 
-def counter_rows(manifest: dict) -> pd.DataFrame:
+def counter_rows(counters: ServerCounters) -> pd.DataFrame:
     """Run-level accept length from the server's own counters (delta over the measured requests),
     set beside the per-request figures as a cross-check; empty when the server keeps none."""
-    value = (manifest.get("server_counters") or {}).get("accept_length")
+    value = counters.accept_length
     metric = CATALOGUE["accept_length_server_counters"]
     rows = [] if value is None else [(metric.name, "value", value, metric.unit)]
     return pd.DataFrame(rows, columns=ROW_COLUMNS)
 
 
-def energy_rows(run_dir: Path, manifest: dict, requests: pd.DataFrame) -> pd.DataFrame:
+def energy_rows(run_dir: Path, power: PowerEntry | None, requests: pd.DataFrame) -> pd.DataFrame:
     """Energy per output token and power (harness.metrics.energy) from the run's power samples;
     every figure NaN ("not measured") when no sensor answered."""
-    sensors = (manifest.get("power") or {}).get("sensors") or []
+    sensors = [sensor.as_recorded() for sensor in power.sensors] if power else []
     values = run_energy(requests, load_power_samples(run_dir), sensors)
     return pd.DataFrame([(metric, "value", value, CATALOGUE[metric].unit) for metric, value in values.items()],
                         columns=ROW_COLUMNS)

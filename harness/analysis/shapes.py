@@ -17,6 +17,7 @@ import pandas as pd
 from harness.analysis.compare import PER_RUN_KEYS, format_comparison, pick_baseline
 from harness.analysis.repeats import compare_repeated
 from harness.analysis.run import Run, tell_apart
+from harness.records.entries import SamplingEntry
 
 # Spec keys that choose which prompts are sent (or salt them) without changing what is measured;
 # the sampling's per-request seed is one of them. The tokenizer's vocabulary belongs to the model.
@@ -25,7 +26,7 @@ DRAW_KEYS = (PER_RUN_KEYS - {"sampling"}) | {"seed", "shot_ids", "vocabulary_siz
 
 def shape_key(run: Run) -> str:
     """The run's workload spec without DRAW_KEYS, as canonical JSON: equal keys, same shape."""
-    spec = {k: v for k, v in run.manifest.get("workload", {}).items() if k not in DRAW_KEYS}
+    spec = {k: v for k, v in run.record.workload.as_recorded().items() if k not in DRAW_KEYS}
     if isinstance(spec.get("sampling"), dict):
         spec["sampling"] = {k: v for k, v in spec["sampling"].items() if k != "seed"}
     return json.dumps(spec, sort_keys=True, default=str)
@@ -33,15 +34,16 @@ def shape_key(run: Run) -> str:
 
 def shape_text(run: Run) -> str:
     """The shape for people: workload, lengths and sampling, e.g. `synthetic: 8192 in / 512 out, greedy`."""
-    spec = run.manifest.get("workload", {})
-    sampling = spec.get("sampling") or {}
-    lengths = [f"{spec['input_tokens']} in"] if "input_tokens" in spec else []
-    output = sampling.get("max_new_tokens", spec.get("output_tokens"))
-    exact = sampling.get("ignore_eos") or "output_tokens" in spec  # every answer runs to its limit
+    spec = run.record.workload
+    sampling = spec.sampling or SamplingEntry()
+    recorded = spec.model_fields_set
+    lengths = [f"{spec.input_tokens} in"] if "input_tokens" in recorded else []
+    output = sampling.max_new_tokens if "max_new_tokens" in sampling.model_fields_set else spec.output_tokens
+    exact = sampling.ignore_eos or "output_tokens" in recorded  # every answer runs to its limit
     lengths.append("output length not recorded" if output is None else f"{output} out" + ("" if exact else " max"))
-    temperature = sampling.get("temperature")
+    temperature = sampling.temperature
     how = ("sampling not recorded" if temperature is None else "greedy" if temperature == 0 else
-           f"T={temperature} top_p={sampling.get('top_p')} top_k={sampling.get('top_k')}")
+           f"T={temperature} top_p={sampling.top_p} top_k={sampling.top_k}")
     return f"{run.workload}: {' / '.join(lengths)}, {how}"
 
 

@@ -20,26 +20,26 @@ from harness.facts import NOT_EXPORTED
 from harness.metrics.catalogue import headline_stats
 from harness.metrics.integrity import FLAGS, integrity_warning
 from harness.metrics.load import lag_warning
+from harness.records.entries import PowerEntry, ServerCounters
 
 HEADLINE = headline_stats()  # (metric, stats) shown by the headline view, from the catalogue
 
 
-def power_note(manifest: dict) -> str:
+def power_note(power: PowerEntry | None) -> str:
     """How energy was measured (sensors, method, interval), or why it was not."""
-    power = manifest.get("power") or {}
-    if power.get("status") != "measured":
-        reasons = power.get("not_available") or [power.get("reason") or "the run recorded no power entry"]
+    power = power or PowerEntry()
+    if power.status != "measured":
+        reasons = power.not_available or [power.reason or "the run recorded no power entry"]
         return "not measured (" + "; ".join(reasons) + ")"
-    sensors = ", ".join(f"{s['sensor']} {s['device']}" for s in power["sensors"])
-    methods = "; ".join(dict.fromkeys(s["method"] for s in power["sensors"]))
-    return f"{sensors}: {methods}; every {power['interval_ms']:g} ms, {power.get('samples', 0)} samples"
+    sensors = ", ".join(f"{s.sensor} {s.device}" for s in power.sensors)
+    methods = "; ".join(dict.fromkeys(s.method for s in power.sensors))
+    return f"{sensors}: {methods}; every {power.interval_ms:g} ms, {power.samples or 0} samples"
 
 
-def counter_note(manifest: dict) -> str:
+def counter_note(counters: ServerCounters) -> str:
     """The server's speculative counters over the measured requests (and their accept length), or
     NOT_EXPORTED when the engine keeps none: a missing counter is never shown as zero."""
-    counters = manifest.get("server_counters") or {}
-    delta, length = counters.get("delta"), counters.get("accept_length")
+    delta, length = counters.delta, counters.accept_length
     if not delta:
         return NOT_EXPORTED
     text = ", ".join(f"{name.replace('_', ' ')} {value:g}" for name, value in delta.items())
@@ -69,14 +69,14 @@ def headline(summary: pd.DataFrame) -> pd.DataFrame:
 def format_run_summary(run: Run, full: bool = False) -> str:
     """The run summary as text for a terminal: status, warnings, scale, energy, then the headline
     view (or with `full` every row of the long summary)."""
-    manifest, summary = run.manifest, run.summary
+    record, summary = run.record, run.summary
     lines = [f"\nrun {run.run_id}  label={run.label!r}  concurrency={run.concurrency}  status={run.status}  "
-             f"requests={manifest.get('requests_recorded')}  workload={run.workload}"]
+             f"requests={record.requests_recorded}  workload={run.workload}"]
     lines += [warning for warning in [stream_warning(summary)] if warning]
     lines += [f"WARNING: {warning}" for warning in telemetry_warnings(run)]
-    lines += [f"scale: {manifest.get('scale')}", f"energy: {power_note(manifest)}",
+    lines += [f"scale: {record.scale}", f"energy: {power_note(record.power)}",
               f"server: {run.facts.shown('engine')} {run.facts.shown('version')}, model {run.facts.shown('model')}",
-              f"speculative counters (server): {counter_note(manifest)}"]
+              f"speculative counters (server): {counter_note(record.server_counters)}"]
     roofline, why = run.roofline
     lines += [f"roofline (config: {why})", *roofline.lines()] if roofline else [f"roofline: not computed ({why})"]
     with pd.option_context("display.width", 160, "display.max_rows", 500, "display.float_format", "{:.3f}".format):
@@ -147,7 +147,7 @@ def key_figures(runs: Sequence[Run], comparison: pd.DataFrame) -> pd.DataFrame:
         values = run.summary[run.summary["stat"] == "value"].set_index("metric")["value"]
         rows = comparison[comparison["run_id"] == run.run_id]
         table.append({"run": run.name, "concurrency": "n/a" if run.concurrency is None else run.concurrency,
-                      "scale": "REDUCED SCALE" if run.reduced_scale else str(run.manifest.get("scale") or "not recorded"),
+                      "scale": "REDUCED SCALE" if run.reduced_scale else run.record.scale or "not recorded",
                       "status": run.status,
                       "requests ok": f"{values.get('requests_ok', 0):.0f} of {values.get('requests', 0):.0f}",
                       **{column: key_figure_cell(rows, m, s, f) for m, s, column, f in figures}})
@@ -161,8 +161,8 @@ def run_warnings(run: Run) -> list[str]:
     """What a reader must know before trusting the run's figures: how it ended, failed requests,
     streams that hid the decode, prompts served from the prefix cache, a skipped guard, and what the
     server's metrics and the GPUs' state showed (`harness.analysis.telemetry`)."""
-    manifest, values = run.manifest, run.summary[run.summary["stat"] == "value"].set_index("metric")["value"]
-    reason = STALE_REASON if run.status == "stale" else manifest.get("error") or "no reason recorded"
+    record, values = run.record, run.summary[run.summary["stat"] == "value"].set_index("metric")["value"]
+    reason = STALE_REASON if run.status == "stale" else record.error or "no reason recorded"
     warnings = [f"status {run.status}: {reason}"] if run.status != "complete" else []
     failed = int(values.get("requests_failed", 0) or 0)
     if failed:
@@ -171,10 +171,10 @@ def run_warnings(run: Run) -> list[str]:
         warnings.append(f"{failed} of {values.get('requests', 0):.0f} requests failed ({kinds}); "
                         "every figure is of the ok requests")
     warnings += [w for w in [stream_warning(run.summary), lag_warning(run.judged)] if w]
-    if manifest.get("prefix_cache_hits") and manifest["workload"].get("requires_uncached_prompts"):
-        warnings.append(f"the prefix cache served {manifest['prefix_cache_hits']} requests: prefill not measured in full")
-    if (manifest.get("guard") or {}).get("skipped"):
-        warnings.append(f"configuration guard skipped ({manifest['guard']['skipped']})")
-    if manifest.get("allow_buffered"):
+    if record.prefix_cache_hits and record.workload.requires_uncached_prompts:
+        warnings.append(f"the prefix cache served {record.prefix_cache_hits} requests: prefill not measured in full")
+    if record.guard and record.guard.skipped:
+        warnings.append(f"configuration guard skipped ({record.guard.skipped})")
+    if record.allow_buffered:
         warnings.append("measured with --allow-buffered: the canary did not stream its tokens as made")
     return warnings + telemetry_warnings(run)

@@ -34,10 +34,11 @@ THROUGHPUT_TOLERANCE = 0.05
 
 def measured_window(run: Run) -> tuple[int, int] | None:
     """(start, end) of the measured requests on the client's clock, as the telemetry marked them."""
-    window = (run.manifest.get("telemetry") or {}).get("window") or {}
-    if "measured_start_ns" not in window or "measured_end_ns" not in window:
+    telemetry = run.record.telemetry
+    window = telemetry.window if telemetry else None
+    if window is None or window.measured_start_ns is None or window.measured_end_ns is None:
         return None
-    return int(window["measured_start_ns"]), int(window["measured_end_ns"])
+    return window.measured_start_ns, window.measured_end_ns
 
 
 def bracketing(frame: pd.DataFrame, start_ns: int, end_ns: int) -> pd.DataFrame:

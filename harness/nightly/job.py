@@ -48,6 +48,7 @@ from harness.nightly.settle import (
     tpot_gap,
     undecided,
 )
+from harness.records.entries import HostLoadEntry
 from harness.request import RunRequest, TargetSpec
 from harness.run.hostload import HostLoadMeter
 from harness.run.options import RunSettings
@@ -98,7 +99,7 @@ def run_workloads(config: NightlyConfig, names: list[str] | None = None,
             # RunDir shares done's manifest: the Run handed on holds the host load and label too.
             RunDir(done.path, done.manifest).update(
                 host_load={**load, "tpot_client_server_gap": tpot_gap(done.derived)},
-                label=f"{done.manifest['label']} {role}")
+                label=f"{done.label} {role}")
             runs[spec.name] = done
     return runs
 
@@ -115,16 +116,16 @@ def gate(config: NightlyConfig, baseline: Run, run: Run) -> tuple[pd.DataFrame, 
 def busy(config: NightlyConfig, *runs: Run) -> list[str]:
     """The busy reasons of every run named, each prefixed with its run directory's name."""
     return [f"{run.path.name}: {reason}" for run in runs
-            for reason in busy_reasons(run.manifest.get("host_load"), config.busy_limits)]
+            for reason in busy_reasons(run.record.host_load, config.busy_limits)]
 
 
 def relaunchable_baseline(config: NightlyConfig, baseline: Run) -> tuple[str, Path | None] | None:
     """(profile, model) that relaunches the baseline's server, when tonight's job launches servers and
     the baseline's was launched from a profile; None otherwise (a plain rerun then confirms)."""
-    launched = baseline.manifest.get("launched_server")
+    launched = baseline.record.launched_server
     if config.server or not launched:
         return None
-    return launched["profile"], None if baseline.reduced_scale else Path(launched["model_dir"])
+    return launched.profile, None if baseline.reduced_scale else Path(launched.model_dir)
 
 
 def confirmation_attempt(config: NightlyConfig, workload: str, baseline: Run) -> Callable[[], Attempt]:
@@ -151,10 +152,10 @@ def confirm(first: pd.DataFrame, attempt: Callable[[], Attempt], limit: int,
 
 def load_rows(night: str, run: Run, role: str) -> pd.DataFrame:
     """A run's host-load figures as history rows (metric host_<figure>, stat value)."""
-    load = run.manifest.get("host_load") or {}
+    load = run.record.host_load or HostLoadEntry()
     return pd.DataFrame([{"night": night, "role": role, "run_id": run.run_id,
                           "workload": run.workload, "metric": f"host_{name}", "stat": "value",
-                          "value": load.get(name), "unit": "load average" if name == "loadavg_1m" else "fraction",
+                          "value": load.figure(name), "unit": "load average" if name == "loadavg_1m" else "fraction",
                           "verdict": ""} for name in LOAD_METRICS])
 
 
@@ -198,9 +199,9 @@ def load_table(runs: list[Run], config: NightlyConfig) -> pd.DataFrame:
     """One row per run of the night: its host-load figures and why it counts as busy, if it does."""
     rows = []
     for run in runs:
-        load = run.manifest.get("host_load") or {}
-        rows.append({"run": run.path.name, "wall_s": load.get("wall_s"),
-                     **{name: load.get(name) for name in LOAD_METRICS},
+        load = run.record.host_load or HostLoadEntry()
+        rows.append({"run": run.path.name, "wall_s": load.wall_s,
+                     **{name: load.figure(name) for name in LOAD_METRICS},
                      "busy": "; ".join(busy_reasons(load, config.busy_limits)) or "no"})
     return pd.DataFrame(rows)
 

@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.records.entries import HostLoadEntry
+
 CONFIRMED, NOT_CONFIRMED, INCONCLUSIVE = "regressed (confirmed)", "not confirmed", "inconclusive (host busy)"
 # Metrics whose value does not depend on how fast the host ran the requests.
 LOAD_INSENSITIVE = {"accept_length_token_weighted", "gsm8k_accuracy_strict"}
@@ -52,12 +54,12 @@ def tpot_gap(derived: pd.DataFrame) -> float:
     return float(client[both].mean() / server[both].mean() - 1) if both.any() else math.nan
 
 
-def busy_reasons(host_load: Mapping | None, limits: Mapping[str, float]) -> list[str]:
+def busy_reasons(host_load: HostLoadEntry | None, limits: Mapping[str, float]) -> list[str]:
     """Why a run's host was too busy for its timings to mean anything: each figure of `host_load`
-    (a run manifest's `host_load`) above its limit, in words. Unreadable figures are skipped."""
+    (a run record's `host_load`) above its limit, in words. Unreadable figures are skipped."""
     reasons = []
     for name, limit in limits.items():
-        value = (host_load or {}).get(name)
+        value = host_load.figure(name) if host_load else None
         if value is not None and math.isfinite(value) and value > limit:
             reasons.append(f"{BUSY_WORDING[name].format(value)} (limit {limit:.0%})")
     return reasons

@@ -3,7 +3,7 @@
 The manifest is written when the run starts (status `running`) and rewritten when it ends
 (`complete`, `interrupted` or `failed`), so even a killed harness leaves a manifest behind. While
 it runs, the manifest names the writing process and its heartbeat: a reader takes a `running` run
-whose process is gone as `stale` (`seen_status`), and `--resume` continues it.
+whose process is gone as `stale` (`RunRecord.seen_status`), and `--resume` continues it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 from harness import __version__
 from harness.errors import SparkbenchError, describe_os_error
-from harness.records.requests import LEGACY_BACKEND
+from harness.records.manifest import RunRecord
 from harness.secrets import redact, redact_argv
 
 MANIFEST_NAME = "manifest.json"
@@ -73,7 +73,6 @@ def host_facts() -> dict[str, Any]:
 
 
 HEARTBEAT_S = 10.0  # how often a live run refreshes heartbeat_at
-STALE_AFTER_S = 600.0  # a run on another host whose heartbeat is older than this is taken as dead
 
 
 @dataclass
@@ -109,6 +108,11 @@ class RunDir:
         run.save()
         return run
 
+    @property
+    def record(self) -> RunRecord:
+        """The manifest as written so far, as its typed record."""
+        return RunRecord.of(self.manifest, str(self.path / MANIFEST_NAME))
+
     def beat(self) -> None:
         """Refresh the heartbeat (at most every HEARTBEAT_S), so readers can tell a live run."""
         if time.time() - self._last_beat >= HEARTBEAT_S:
@@ -137,40 +141,6 @@ def _alive() -> dict[str, Any]:
     return {"pid": os.getpid(), "hostname": socket.gethostname(), "heartbeat_at": utc_now()}
 
 
-def seen_status(manifest: dict[str, Any]) -> str:
-    """The run's status as a reader should take it: a run still marked `running` whose process is
-    gone (same host) or whose heartbeat stopped long ago (any host) is `stale`, never running."""
-    status = manifest.get("status", "unknown")
-    if status != "running":
-        return status
-    if manifest.get("hostname") == socket.gethostname() and manifest.get("pid"):
-        return "running" if _pid_alive(int(manifest["pid"])) else "stale"
-    beat = manifest.get("heartbeat_at") or manifest.get("started_at")
-    try:
-        age = (datetime.now(timezone.utc) - datetime.fromisoformat(beat)).total_seconds()
-    except (TypeError, ValueError):
-        return "stale"
-    return "stale" if age > STALE_AFTER_S else "running"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process: alive
-    return True
-
-
-def engine_and_api(manifest: dict[str, Any]) -> tuple[str | None, str | None]:
-    """The run's engine and API; a manifest written before they were recorded apart names only
-    its API, as `backend` (see LEGACY_BACKEND)."""
-    if "engine" in manifest or "backend" not in manifest:
-        return manifest.get("engine"), manifest.get("api")
-    return LEGACY_BACKEND.get(manifest["backend"], (manifest["backend"], manifest["backend"]))
-
-
 def load_manifest(run_dir: Path) -> dict[str, Any]:
     """The run's manifest; one-line errors for a missing, undecodable or wrongly shaped file."""
     path = Path(run_dir) / MANIFEST_NAME
@@ -187,3 +157,8 @@ def load_manifest(run_dir: Path) -> dict[str, Any]:
         raise SparkbenchError(f"{path}: not a sparkbench manifest (it needs an object with `run_id` and "
                               "`workload.name`); the file is corrupt")
     return manifest
+
+
+def load_record(run_dir: Path) -> RunRecord:
+    """The run's manifest as its typed record; one-line errors as `load_manifest`'s, and per wrong type."""
+    return RunRecord.of(load_manifest(run_dir), str(Path(run_dir) / MANIFEST_NAME))

@@ -80,19 +80,20 @@ LEGEND = ("change = value / baseline - 1 (accuracy: difference in percentage poi
 
 def manifest_facts(run: Run) -> dict[str, str]:
     """The provenance a reader needs first, as strings (missing facts say so)."""
-    m = run.manifest
-    sampling = m.get("sampling") or {}
+    record = run.record
+    sampling = record.sampling.as_recorded() if record.sampling else {}
     return {
-        "run_id": m.get("run_id", ""), "label": run.label, "concurrency": str(run.concurrency),
-        "status": run.status, "error": str(m.get("error")), "scale": str(m.get("scale")),
-        "workload": m.get("workload", {}).get("name", ""), "requests recorded": str(m.get("requests_recorded")),
+        "run_id": record.run_id, "label": run.label, "concurrency": str(run.concurrency),
+        "status": run.status, "error": str(record.error), "scale": str(record.scale),
+        "workload": record.workload.name, "requests recorded": str(record.requests_recorded),
         "server version": run.facts.shown("version"), "engine / api": " / ".join(map(str, run.engine_and_api)),
-        "server URL": str(m.get("server_url")), "model": run.facts.shown("model"),
-        "speculative decoding": run.facts.speculation_shown(), "speculative counters (server)": counter_note(m),
-        "started / ended": f"{m.get('started_at')} / {m.get('ended_at')}",
-        "harness commit": str((m.get("git") or {}).get("commit")),
+        "server URL": str(record.server_url), "model": run.facts.shown("model"),
+        "speculative decoding": run.facts.speculation_shown(),
+        "speculative counters (server)": counter_note(record.server_counters),
+        "started / ended": f"{record.started_at} / {record.ended_at}",
+        "harness commit": str(record.git.commit if record.git else None),
         "sampling": json.dumps(sampling, sort_keys=True),
-        "workload spec": json.dumps(m.get("workload", {}), sort_keys=True),
+        "workload spec": json.dumps(record.workload.as_recorded(), sort_keys=True),
     }
 
 
@@ -136,7 +137,7 @@ def sample_outputs(run: Run) -> pd.DataFrame:
 def roofline_energy_lines(run: Run, roofline: tuple[Roofline | None, str]) -> str:
     """How the run's energy was measured, and its decode roofline with every assumption."""
     found, why = roofline
-    lines = [f"energy: {power_note(run.manifest)}"]
+    lines = [f"energy: {power_note(run.record.power)}"]
     lines += [f"roofline (config: {why})", *found.lines()] if found else [f"roofline: not computed ({why})"]
     return "\n".join(lines)
 

@@ -16,6 +16,7 @@ import numpy as np
 from harness.analysis.run import Run
 from harness.engines.series import GEN_THROUGHPUT, GENERATION_TOKENS, KV_USAGE, QUEUED, RUNNING
 from harness.metrics.timeline import NS_PER_S, counter_rate, in_flight, output_rate, role_series
+from harness.records.entries import SamplerEntry, TelemetryEntry, TelemetryWindow
 from harness.report.plots import new_figure, save
 from harness.telemetry.sampling import DEFAULT_INTERVAL_S
 
@@ -26,11 +27,11 @@ class _Axis:
     """Times as seconds from the timeline's origin."""
 
     def __init__(self, run: Run) -> None:
-        telemetry = run.manifest.get("telemetry") or {}
-        self.window = telemetry.get("window") or {}
-        self.interval_s = float(telemetry.get("interval_s") or DEFAULT_INTERVAL_S)
+        telemetry = run.record.telemetry or TelemetryEntry()
+        self.window = telemetry.window or TelemetryWindow()
+        self.interval_s = float(telemetry.interval_s or DEFAULT_INTERVAL_S)
         starts = [int(v) for v in run.requests["sent_ns"].dropna()] or [0]
-        self.origin = int(self.window.get("warmup_start_ns", min(starts)))
+        self.origin = min(starts) if self.window.warmup_start_ns is None else self.window.warmup_start_ns
 
     def s(self, t_ns) -> np.ndarray:
         return (np.asarray(t_ns, dtype=np.int64) - self.origin) / NS_PER_S
@@ -95,7 +96,7 @@ def _device(ax, run: Run, axis: _Axis, metrics: tuple[str, ...], why: str) -> No
 
 
 def _mark_window(axes, axis: _Axis) -> None:
-    start, end = axis.window.get("measured_start_ns"), axis.window.get("measured_end_ns")
+    start, end = axis.window.measured_start_ns, axis.window.measured_end_ns
     for ax in axes:
         if start is not None:
             ax.axvspan(0, axis.s(start), color="#dddddd", alpha=0.6, lw=0)
@@ -107,20 +108,19 @@ def _mark_window(axes, axis: _Axis) -> None:
         axes[0].text(0, 1.02, "warm-up", transform=axes[0].get_xaxis_transform(), fontsize=8, color="#555555")
 
 
-def _why(entry: dict, absent: str) -> str:
-    status = entry.get("status")
-    if status is None:
+def _why(entry: SamplerEntry | None, absent: str) -> str:
+    if entry is None:
         return "not recorded (run made without telemetry)"
-    if status == "measured":
+    if entry.status == "measured":
         return absent
-    return f"{status}: {entry.get('reason') or ''}".strip()
+    return f"{entry.status}: {entry.reason or ''}".strip()
 
 
 def plot_run_timeline(run: Run, out_dir: Path, name: str = "timeline") -> list[Path]:
     """The run's timeline figure (PNG and SVG) in `out_dir`."""
-    telemetry = run.manifest.get("telemetry") or {}
-    server_why = _why(telemetry.get("server_metrics") or {}, "not exported by the server")
-    device_why = _why(telemetry.get("device") or {}, "not reported by NVML")
+    telemetry = run.record.telemetry or TelemetryEntry()
+    server_why = _why(telemetry.server_metrics, "not exported by the server")
+    device_why = _why(telemetry.device, "not reported by NVML")
     axis = _Axis(run)
     fig = new_figure(11, 12)
     axes = fig.subplots(len(PANELS), 1, sharex=True)
@@ -141,4 +141,5 @@ def plot_run_timeline(run: Run, out_dir: Path, name: str = "timeline") -> list[P
 
 def has_timeline(run: Run) -> bool:
     """Whether the run recorded anything over time to draw beside its requests."""
-    return bool((run.manifest.get("telemetry") or {}).get("window"))
+    telemetry = run.record.telemetry
+    return bool(telemetry and telemetry.window and telemetry.window.as_recorded())

@@ -7,31 +7,24 @@ server was checked against (else the engine it runs) and the key options, e.g. `
 
 from __future__ import annotations
 
-from typing import Any
-
 from harness.errors import SparkbenchError
-from harness.records.rundir import engine_and_api
+from harness.records.manifest import RunRecord
 
 MAX_LABEL_CHARS = 80  # long enough for a profile and its options, short enough for a legend
 
 
-def concurrency_of(manifest: dict[str, Any]) -> int | None:
-    """Requests in flight at once, as the manifest's run options record it (None: not recorded)."""
-    value = (manifest.get("options") or {}).get("concurrency")
-    return int(value) if isinstance(value, (int, float)) else None
-
-
-def default_label(manifest: dict[str, Any]) -> str:
+def default_label(record: RunRecord) -> str:
     """`<profile or engine> c=<concurrency>`: what the server runs, then how it was driven."""
-    profile = (manifest.get("profile") or {}).get("name") or (manifest.get("launched_server") or {}).get("profile")
-    name = profile or engine_and_api(manifest)[0] or "unknown server"
-    concurrency = concurrency_of(manifest)
+    profile = (record.profile.name if record.profile else None) or \
+        (record.launched_server.profile if record.launched_server else None)
+    name = profile or record.engine_and_api[0] or "unknown server"
+    concurrency = record.options.concurrency_count
     return name if concurrency is None else f"{name} c={concurrency}"
 
 
-def run_label(manifest: dict[str, Any]) -> str:
+def run_label(record: RunRecord) -> str:
     """The label the run was given, else the derived one."""
-    return manifest.get("label") or default_label(manifest)
+    return record.label or default_label(record)
 
 
 def checked_label(text: str | None) -> str | None:

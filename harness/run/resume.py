@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import SparkbenchError
+from harness.records.manifest import RunRecord
 from harness.records.requests import load_requests
-from harness.records.rundir import load_manifest, seen_status
+from harness.records.rundir import load_record
 
 # Spec entries that a new process may legitimately see differently (none of them shapes a prompt).
 UNCOMPARED_SPEC_KEYS = frozenset({"tokenizer"})
@@ -26,10 +27,10 @@ def resumed_options(path: Path, workload: str, options: dict[str, Any],
     An option the command left at its default takes the run's value; one it set differently from
     the run is refused in one line: a resumed run keeps its workload.
     """
-    manifest = _resumable(path, workload)
-    recorded = dict(manifest.get("workload_config") or {})
+    record = _resumable(path, workload)
+    recorded = dict(record.workload_config or {})
     if "salt" in recorded and recorded["salt"] is None:
-        recorded["salt"] = manifest["workload"].get("salt")  # drawn fresh when the run began
+        recorded["salt"] = record.workload.salt  # drawn fresh when the run began
     changed = [f"{key} ({recorded.get(key)!r} -> {str(value) if isinstance(value, Path) else value!r})"
                for key, value in options.items()
                if value is not None and value != defaults.get(key) and not _same(value, recorded.get(key))]
@@ -49,7 +50,7 @@ def _same(given: Any, recorded: Any) -> bool:
 
 def check_same_spec(path: Path, spec: dict[str, Any]) -> None:
     """Refuse, in one line, a workload whose spec differs from the run's (data, seeds, shape)."""
-    recorded = load_manifest(path)["workload"]
+    recorded = load_record(path).workload.as_recorded()
     differs = sorted(key for key in set(spec) | set(recorded)
                      if key not in UNCOMPARED_SPEC_KEYS and spec.get(key) != recorded.get(key))
     if differs:
@@ -63,12 +64,10 @@ def done_prompts(path: Path) -> frozenset[str]:
     return frozenset(requests.loc[requests["status"] == "ok", "prompt_id"])
 
 
-def _resumable(path: Path, workload: str) -> dict[str, Any]:
-    manifest = load_manifest(path)
-    status = seen_status(manifest)
-    if status == "running":
-        raise SparkbenchError(f"--resume {path}: the run is still running (pid {manifest.get('pid')})")
-    if manifest.get("workload", {}).get("name") != workload:
-        raise SparkbenchError(f"--resume {path}: that run is a {manifest.get('workload', {}).get('name')} run, "
-                              f"not {workload}")
-    return manifest
+def _resumable(path: Path, workload: str) -> RunRecord:
+    record = load_record(path)
+    if record.seen_status == "running":
+        raise SparkbenchError(f"--resume {path}: the run is still running (pid {record.pid})")
+    if record.workload.name != workload:
+        raise SparkbenchError(f"--resume {path}: that run is a {record.workload.name} run, not {workload}")
+    return record

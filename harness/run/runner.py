@@ -107,14 +107,14 @@ def _pool(http, backend: Backend, options: RunOptions, run: RunDir, writer: Reco
     """The pool that sends the measured prompts (from this process, or from `processes` worker
     processes, or at their scheduled times) and writes each outcome at once; `turn_stride` numbers a
     conversation's later turns."""
-    workload = run.manifest["workload"]["name"]
+    recorded = run.record
 
     async def send(prompt: Prompt) -> StreamResult:
         return await backend.send(http, options.base_url, prompt, options.deadlines(prompt))
 
     def record(seq: int, prompt: Prompt, result: StreamResult) -> None:
         progress.chunks += len(result.chunk_ns)
-        writer.append(RequestRecord.build(run_id=run.manifest["run_id"], seq=seq, workload=workload,
+        writer.append(RequestRecord.build(run_id=recorded.run_id, seq=seq, workload=recorded.workload.name,
                                           engine=backend.engine, api=backend.name, prompt=prompt,
                                           result=result, window=arrivals.window(seq) if arrivals else None))
         run.beat()
@@ -166,7 +166,7 @@ async def _measure(backend, options, warmups, work, run: RunDir, writer, progres
             load["cpu_s"] += pool.cpu_s
             run.update(client_processes=pool.clocks)
         run.update(client_load=load)
-        run.update(server_counters={**run.manifest["server_counters"],
+        run.update(server_counters={**run.record.server_counters.as_recorded(),
                                     "after": await backend.counters(http, options.base_url)})
         return pool
 

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import SparkbenchError
-from harness.records.rundir import load_manifest, seen_status
+from harness.records.manifest import RunRecord
+from harness.records.rundir import load_record
 from harness.sweep.config import Configuration, SweepConfig
 from harness.sweep.sweepdir import COMPLETE, Cell, CellOutcome
 
@@ -59,10 +60,10 @@ def run_cell(target, configuration: Configuration, cell: Cell, root: Path, setti
     from harness.request import RunRequest, TargetSpec
 
     existing = _run_dir(root)
-    manifest = load_manifest(Path(existing)) if existing else None
-    if manifest is not None and _finished(manifest):
+    record = load_record(Path(existing)) if existing else None
+    if record is not None and _finished(record):
         return CellOutcome(cell.cell_id, COMPLETE, existing)
-    resume = Path(existing) if manifest is not None and seen_status(manifest) != COMPLETE else None
+    resume = Path(existing) if record is not None and record.seen_status != COMPLETE else None
     print(f"sweep: cell {cell.cell_id}{' (resumed)' if resume else ''}", file=sys.stderr, flush=True)
     try:
         request = RunRequest(target=TargetSpec.part_of(configuration), workload=cell.workload,
@@ -71,14 +72,13 @@ def run_cell(target, configuration: Configuration, cell: Cell, root: Path, setti
         run = session.run(request, target)
     except (SparkbenchError, OSError) as exc:
         return CellOutcome(cell.cell_id, _failed_status(root), _run_dir(root), str(exc).splitlines()[0])
-    return CellOutcome(cell.cell_id, run.manifest["status"], str(run.path))
+    return CellOutcome(cell.cell_id, run.status, str(run.path))
 
 
-def _finished(manifest: dict) -> bool:
+def _finished(record: RunRecord) -> bool:
     """Whether a cell's run is done for good: complete, and not failed by the guard after the fact
     (a synthetic run whose prompts hit the prefix cache); such a run is measured again, afresh."""
-    post_run = (manifest.get("guard") or {}).get("post_run") or {}
-    return seen_status(manifest) == COMPLETE and post_run.get("ok", True)
+    return record.seen_status == COMPLETE and record.post_run_ok
 
 
 def _run_dir(root: Path) -> str | None:
@@ -91,5 +91,5 @@ def _failed_status(root: Path) -> str:
     """How a cell that raised ended: `interrupted` when its run says so (stopped, server gone),
     else `failed` (no run began, or the run failed, or it ended and then failed the guard)."""
     existing = _run_dir(root)
-    seen = None if existing is None else seen_status(load_manifest(Path(existing)))
+    seen = None if existing is None else load_record(Path(existing)).seen_status
     return "interrupted" if seen in ("interrupted", "stale") else "failed"

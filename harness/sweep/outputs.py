@@ -15,7 +15,7 @@ import pandas as pd
 
 from harness.analysis.rates import rate_points
 from harness.analysis.sweep import curves, saturation_points, saturation_sentences, saturation_steps, speedups
-from harness.records.rundir import load_manifest
+from harness.records.rundir import load_record
 from harness.report.rate_plots import plot_rates
 from harness.report.sweep_plots import plot_sweep
 from harness.report.sweep_report import write_sweep_report
@@ -33,7 +33,7 @@ def cells_table(sweep: SweepDir) -> pd.DataFrame:
 
 def reduced_scale(sweep: SweepDir) -> bool:
     """Whether any cell ran on the embedded test bed (its figures are then REDUCED SCALE)."""
-    return any(load_manifest(path).get("reduced_scale") for path in sweep.run_dirs().values()
+    return any(load_record(path).reduced_scale for path in sweep.run_dirs().values()
                if (path / "manifest.json").exists())
 
 

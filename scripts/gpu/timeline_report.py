@@ -24,8 +24,8 @@ def main(results: Path, out: Path) -> None:
     run = Run.load(run_dir)
     png = next(p for p in plot_run_timeline(run, out / "figures") if p.suffix == ".png")
     shutil.copy(png, out / "timeline.png")
-    device = run.manifest["telemetry"]["device"]
-    print(f"run {run.run_id}: {run.caption}; device sampling {device['status']}: {device.get('gpus') or device}")
+    device = run.record.telemetry.device
+    print(f"run {run.run_id}: {run.caption}; device sampling {device.status}: {device.gpus or device.as_recorded()}")
     samples, window = run.device_samples, measured_window(run)
     inside = samples[(samples["t_ns"] >= window[0]) & (samples["t_ns"] <= window[1])]
     for (gpu, metric), rows in inside[inside["metric"].isin(METRICS)].groupby(["gpu", "metric"]):

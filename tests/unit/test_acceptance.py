@@ -23,6 +23,7 @@ from harness.metrics.acceptance import (
 )
 from harness.metrics.along_output import accept_length_by_position
 from harness.metrics.speedup import request_tok_s, speedup_aggregate, speedup_mean_of_requests
+from harness.records.entries import ServerCounters
 from tests.unit.conftest import build_record, to_frame
 
 
@@ -98,18 +99,19 @@ def _bigram_record(seq: int, n: int, engine: str = "sglang"):
 
 def test_the_run_histogram_comes_from_requests_else_counters_else_nowhere():
     derived = derive_requests(to_frame([_bigram_record(0, 33), _bigram_record(1, 65)]))
-    found = run_histogram(derived, {})
+    found = run_histogram(derived, ServerCounters())
     assert (found.counts, found.source) == ([0.0, 0.0, 0.0, 24.0], PER_REQUEST)
     plain = derive_requests(to_frame([_bigram_record(0, 33, engine="vllm")]))
-    counters = {"server_counters": {"delta": {"drafts": 4.0, "accepted_tokens_pos_0": 4.0, "accepted_tokens_pos_1": 2.0}}}
+    counters = ServerCounters(delta={"drafts": 4.0, "accepted_tokens_pos_0": 4.0, "accepted_tokens_pos_1": 2.0})
     assert run_histogram(plain, counters).source == COUNTERS
-    assert run_histogram(plain, {}) .source == NOT_EXPORTED and run_histogram(plain, {}).counts is None
+    none = run_histogram(plain, ServerCounters())
+    assert none.source == NOT_EXPORTED and none.counts is None
 
 
 def test_histogram_accept_length_meets_sglangs_when_rounds_fill_exactly():
     # N = 129: 32 rounds of 4 after the prefill token; SGLang's 129 / 32 also counts the prefill token.
     derived = derive_requests(to_frame([_bigram_record(0, 129)]))
-    h = run_histogram(derived, {}).counts
+    h = run_histogram(derived, ServerCounters()).counts
     sglang = derived["accept_length"].item()
     assert sglang == 129 / 32 and histogram_accept_length(h) == 4.0
     assert abs(histogram_accept_length(h) / sglang - 1) < 0.01

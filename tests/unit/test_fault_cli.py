@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.records.requests import load_requests
-from harness.records.rundir import load_manifest, seen_status
+from harness.records.rundir import load_manifest, load_record
 from tests.fakes.broken_server import NONE, Breakage, breaking
 from tests.fakes.stream_server import Script
 
@@ -51,7 +51,7 @@ def test_kill_9_then_resume_gives_the_clean_runs_request_set(tmp_path):
     with breaking(Breakage(NONE), SLOW) as url:
         results = tmp_path / "killed"
         run = kill_after_records([*GSM8K, "--server", url, "--results", str(results)], results, records=2)
-        assert seen_status(load_manifest(run)) == "stale"  # never "running" forever
+        assert load_record(run).seen_status == "stale"  # never "running" forever
         resumed = sparkbench(*GSM8K, "--server", url, "--results", str(results), "--resume", str(run),
                              cwd=Path.cwd())
         clean = sparkbench(*GSM8K, "--server", url, "--results", str(tmp_path / "clean"), cwd=Path.cwd())

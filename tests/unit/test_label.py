@@ -9,6 +9,7 @@ import pytest
 
 from harness.analysis.run import Run
 from harness.errors import SparkbenchError
+from harness.records.manifest import RunRecord
 from harness.records.rundir import SCALE_LABEL
 from harness.request import RunSwitches
 from harness.run.label import checked_label, default_label
@@ -29,7 +30,7 @@ RUN = {"run_id": "r1", "workload": {"name": "synthetic"}}
     ({}, "unknown server"),
 ])
 def test_the_default_label_names_the_profile_or_engine_and_the_concurrency(manifest, label):
-    assert default_label(manifest) == label
+    assert default_label(RunRecord.of({**RUN, **manifest})) == label
 
 
 def test_an_old_run_gets_the_default_label_and_a_caption_with_concurrency_scale_and_status():

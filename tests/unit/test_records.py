@@ -10,8 +10,8 @@ import pytest
 
 from harness.engines.base import StreamResult
 from harness.errors import SparkbenchError
+from harness.records.manifest import RunRecord
 from harness.records.requests import COLUMNS, RecordWriter, RequestRecord, load_requests, write_parquet
-from harness.records.rundir import engine_and_api
 from harness.spec import Prompt, SamplingParams
 
 
@@ -104,5 +104,6 @@ def test_old_parquet_records_with_only_backend_load(tmp_path):
 
 
 def test_old_manifest_with_only_backend_names_engine_and_api():
-    assert engine_and_api({"backend": "openai"}) == ("vllm", "openai")
-    assert engine_and_api({"engine": "sglang", "api": "openai"}) == ("sglang", "openai")
+    run = {"run_id": "r", "workload": {"name": "synthetic"}}
+    assert RunRecord.of({**run, "backend": "openai"}).engine_and_api == ("vllm", "openai")
+    assert RunRecord.of({**run, "engine": "sglang", "api": "openai"}).engine_and_api == ("sglang", "openai")

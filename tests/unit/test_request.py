@@ -83,7 +83,8 @@ def _captured_requests(monkeypatch) -> list[RunRequest]:
     def run(request, target=None):
         requests.append(request)
         manifest = {"label": "x c=1", "status": "complete"}
-        return SimpleNamespace(path=request.results / f"run{len(requests)}", manifest=manifest, derived=None)
+        return SimpleNamespace(path=request.results / f"run{len(requests)}", manifest=manifest, derived=None,
+                               label=manifest["label"], status=manifest["status"])
 
     monkeypatch.setattr(session, "open_target", open_target)
     monkeypatch.setattr(session, "run", run)

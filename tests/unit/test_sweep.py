@@ -288,7 +288,7 @@ def test_a_cell_continues_or_redoes_the_run_in_its_folder(tmp_path, monkeypatch,
     calls = []
     monkeypatch.setattr(session, "run", lambda request, target:
                         calls.append((session.workload_config(request), request.resume, request.label)) or
-                        type("Done", (), {"manifest": {"status": "complete"}, "path": request.results / "new"})())
+                        type("Done", (), {"status": "complete", "path": request.results / "new"})())
     sweep = SweepDir.create(_config(tmp_path))
     cell = sweep.unfinished()[1]
     existing = _cell_run_dir(sweep.cell_root(cell), status, post_run_ok)
