@@ -11,7 +11,10 @@ shows, reached here within a dozen requests (the tiny model alone batches far mo
 E2E limit is set from the same deployment's own figure at a low rate (an open-loop run at 0.5
 requests/s first), since on a shared 2-core host that figure moves with the other load; the target
 is the median request (50% attainment). The session's server is attached by URL, so its runs are not
-marked reduced scale."""
+marked reduced scale. Twelve requests a trial put the attainment at the crossing rate within one
+request of the target, so a confirmation can overturn a bracket and the search may spend its trials
+(CI saw 0.50 then 0.42 at the same rate): it then ends `out of trials` with exit 1 and says so, and
+its bracket must still be what its latest runs say."""
 
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ pytestmark = pytest.mark.e2e
 TARGET = 0.5
 E2E_LIMIT = 2.0  # times the median response E2E at a low rate
 LOAD = ["--num-prompts", "12", "--input-tokens", "64", "--output-tokens", "16", "--max-concurrency", "1"]
-FINISHED = ("confirmed", "below the floor", "at least the ceiling")  # runs a minute apart may disagree
+FINISHED = {"confirmed": 0, "below the floor": 0, "at least the ceiling": 0, "out of trials": 1}  # status: exit code
 SWEEP_RATES = "0.5,1,1.5,2,3,4,6,8,12,16"
 
 
@@ -46,15 +49,16 @@ def test_a_capacity_search_and_a_rate_sweep_finish_with_their_figures(sglang_ser
     found = sparkbench("capacity", "synthetic", "--server", sglang_server.base_url, *tokenizer, *LOAD, *slo,
                        "--attainment", str(TARGET), "--floor-rps", "0.5", "--ceiling-rps", "32",
                        "--tolerance", "0.5", "--max-trials", "8", "--results", str(tmp_path / "capacity"))
-    assert found.returncode == 0, found.stderr
     [folder] = list((tmp_path / "capacity").iterdir())
     manifest = json.loads((folder / "capacity.json").read_text())
     assert manifest["status"] in FINISHED and manifest["sentence"] in found.stdout, manifest
-    if manifest["status"] == "confirmed":
+    assert found.returncode == FINISHED[manifest["status"]], found.stderr
+    if manifest["status"] in ("confirmed", "out of trials"):
         low, high = manifest["bracket"]
         last = {trial["rate"]: trial for trial in manifest["trials"]}  # each rate's latest trial
-        assert manifest["trials"][-1]["role"] == "confirmation" and manifest["trials"][-1]["rate"] == low
         assert last[low]["attainment"] >= TARGET > last[high]["attainment"]  # the bracket is what its runs say
+    if manifest["status"] == "confirmed":
+        assert manifest["trials"][-1]["role"] == "confirmation" and manifest["trials"][-1]["rate"] == low
     page = (folder / "report.html").read_text(encoding="utf-8")
     assert page.count("data:image/png;base64,") == 4 and html.escape(manifest["sentence"]) in page
 
