@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.engines.registry import engine_named
 from harness.errors import SparkbenchError
 from harness.guard.profiles import Profile, load_profile
-from harness.run.server import LaunchSpec, ManagedServer, free_port
+from harness.run.server import LaunchSpec, ManagedServer, PortTaken, free_port
 from harness.testbed import llamacpp
 from harness.testbed.envs import MODEL_VARIANTS, TESTBED_DIR, cache_root, ensure_model, env_python
 
@@ -111,6 +111,28 @@ def embedded_launch(profile_name: str = DEFAULT_PROFILE, model_dir: Path | None 
 def embedded_server(profile_name: str = DEFAULT_PROFILE, model_dir: Path | None = None,
                     log_name: str = "server") -> Iterator[EmbeddedServer]:
     """Start a server from a profile (see `embedded_launch`), always stop it."""
-    managed, server = embedded_launch(profile_name, model_dir, log_name)
+    managed, server = _ready(profile_name, model_dir, log_name)
     with managed:
         yield server
+
+
+def _ready(profile_name: str, model_dir: Path | None, log_name: str) -> tuple[ManagedServer, EmbeddedServer]:
+    """A launched, healthy server; launched once more, on a fresh port, when another process took
+    the first one while it started."""
+    managed, server = embedded_launch(profile_name, model_dir, log_name)
+    try:
+        _start(managed)
+    except PortTaken:
+        managed, server = embedded_launch(profile_name, model_dir, log_name)
+        _start(managed)
+    return managed, server
+
+
+def _start(managed: ManagedServer) -> None:
+    """Start and wait until healthy; a server that does not get there is stopped."""
+    managed.start()
+    try:
+        managed.wait_ready()
+    except BaseException:
+        managed.stop()
+        raise

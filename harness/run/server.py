@@ -31,6 +31,15 @@ class ServerStartError(SparkbenchError):
     """The server exited or never became healthy."""
 
 
+class PortTaken(ServerStartError):
+    """Another process bound the server's port between `free_port` choosing it and the server
+    binding it (a server that cannot bind may hang instead of exiting: its log says so at once)."""
+
+
+# What a server's log says when its port is taken: uvicorn's (SGLang, vLLM) and llama.cpp's words.
+PORT_TAKEN_WORDS = (b"address already in use", b"couldn't bind http server socket")
+
+
 @dataclass(frozen=True)
 class LaunchSpec:
     """Everything needed to start one server: argv (port and host included), environment, health path."""
@@ -68,6 +77,7 @@ class ManagedServer:
         self.base_url = base_url
         self.log_path = log_path
         self.process: subprocess.Popen | None = None
+        self._log_start = 0  # where this launch's output begins in the (appended) log
 
     def __enter__(self) -> ManagedServer:
         if self.process is None:  # else started earlier, in the background: only wait for it
@@ -84,6 +94,7 @@ class ManagedServer:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 list(self.spec.argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -99,6 +110,9 @@ class ManagedServer:
                     raise ServerStartError(
                         f"server exited with code {self.process.returncode} while starting; "
                         f"log {self.log_path} ends:\n{log_tail(self.log_path)}")
+                if self.port_taken():
+                    raise PortTaken(f"{self.base_url}: another process took the port while the server started; "
+                                    f"log {self.log_path} ends:\n{log_tail(self.log_path)}")
                 try:
                     if http.get(url).status_code == 200:
                         return
@@ -107,6 +121,13 @@ class ManagedServer:
                 time.sleep(1.0)
         raise ServerStartError(f"server not healthy at {url} after {self.spec.ready_timeout_s:.0f} s; "
                                f"log {self.log_path} ends:\n{log_tail(self.log_path)}")
+
+    def port_taken(self) -> bool:
+        """Whether this launch's log says its port was taken."""
+        with self.log_path.open("rb") as log:
+            log.seek(self._log_start)
+            said = log.read().lower()
+        return any(words in said for words in PORT_TAKEN_WORDS)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None

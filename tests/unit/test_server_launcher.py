@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness.run.server import LaunchSpec, ManagedServer, ServerStartError, free_port
+from harness.run.server import LaunchSpec, ManagedServer, PortTaken, ServerStartError, free_port
 
 # A server that also forks a worker, as engines do; both must be gone after stop().
 SERVER = """
@@ -81,3 +81,26 @@ def test_a_server_started_earlier_is_waited_for_not_started_again(tmp_path):
         worker = int(pidfile.read_text())
     time.sleep(0.2)
     assert _gone(leader) and _gone(worker)
+
+
+def test_a_port_taken_while_starting_is_said_at_once_not_after_the_timeout(tmp_path):
+    """uvicorn that cannot bind may hang in its shutdown: the log's words end the wait."""
+    log = tmp_path / "log"
+    log.write_text("an earlier launch: [Errno 98] address already in use\n")  # not this launch's words
+    hangs = "import time; print('ERROR: [Errno 98] address already in use', flush=True); time.sleep(600)"
+    server = ManagedServer(LaunchSpec(argv=[sys.executable, "-c", hangs], ready_timeout_s=600),
+                           f"http://127.0.0.1:{free_port()}", log)
+    started = time.monotonic()
+    with pytest.raises(PortTaken, match="another process took the port"):
+        with server:
+            pass
+    assert time.monotonic() - started < server.spec.ready_timeout_s / 10 and server.process is None
+
+
+def test_a_launch_whose_log_starts_clean_is_not_taken_for_a_port_clash(tmp_path):
+    log = tmp_path / "log"
+    log.write_text("an earlier launch: [Errno 98] address already in use\n")
+    spec = LaunchSpec(argv=[sys.executable, "-c", "import time; time.sleep(600)"], ready_timeout_s=2)
+    with pytest.raises(ServerStartError, match="not healthy"):
+        with ManagedServer(spec, f"http://127.0.0.1:{free_port()}", log):
+            pass
