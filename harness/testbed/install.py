@@ -55,22 +55,12 @@ def uv_source_options(pip_settings: dict[str, str]) -> list[str]:
     return options
 
 
-def bootstrap_pip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run pip of the base Python, the one `make setup` bootstrapped uv with.
-
-    The one way the project calls pip: a uv-made environment has no pip of its own, so
-    `sys.executable -m pip` works only where an earlier install left one (a unit test refuses it).
-    """
-    base_python = getattr(sys, "_base_executable", sys.executable)
-    done = subprocess.run([base_python, "-m", "pip", *args], capture_output=not check, text=True)
-    if check and done.returncode != 0:
-        raise SparkbenchError(f"`pip {' '.join(args[:1])}` of {base_python} failed with exit code {done.returncode}")
-    return done
-
-
-def pip_settings() -> dict[str, str]:
-    """This machine's pip configuration, or none when the base Python has no pip."""
-    listing = bootstrap_pip("config", "list", check=False)
+def pip_settings(uv: Path) -> dict[str, str]:
+    """This machine's pip configuration (files and PIP_* variables), read by pip run through uv:
+    a uv-made environment has no pip of its own, and the base Python may have none either. None
+    when pip cannot be run."""
+    listing = subprocess.run([str(uv), "tool", "run", "--quiet", "--from", "pip", "pip", "config", "list"],
+                             capture_output=True, text=True)
     return parse_pip_config(listing.stdout) if listing.returncode == 0 else {}
 
 
@@ -93,7 +83,7 @@ def create_env(uv: Path, folder: Path) -> Path:
 def install_requirements(uv: Path, python: Path, requirements: Path) -> None:
     """Install a requirements file into the environment of `python`, from pip's sources."""
     run_uv(uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", str(python),
-           *uv_source_options(pip_settings()), "-r", str(requirements))
+           *uv_source_options(pip_settings(uv)), "-r", str(requirements))
 
 
 def uninstall(uv: Path, python: Path, packages: list[str]) -> None:

@@ -52,7 +52,7 @@ def fake_uv(tmp_path: Path, monkeypatch) -> Path:
                   '[ -n "$FAKE_UV_FAIL" ] && [ "$1 $2" = "pip install" ] && exit 3\nexit 0\n')
     uv.chmod(0o755)
     monkeypatch.setenv("SPARKBENCH_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(install, "pip_settings", lambda: {"find-links": "/opt/wheels"})
+    monkeypatch.setattr(install, "pip_settings", lambda uv: {"find-links": "/opt/wheels"})
     return uv
 
 
@@ -117,25 +117,24 @@ def test_an_environment_another_process_is_building_is_waited_for_not_built_agai
 PROJECT = Path(__file__).resolve().parents[2]
 
 
-def test_pip_is_called_only_through_the_base_python():
-    """A uv environment has no pip: `sys.executable -m pip` works only where an earlier install
-    happened to leave one, so project code calls pip through `install.bootstrap_pip` alone."""
-    allowed = {"harness/testbed/install.py", "tests/unit/test_install.py"}  # the one way, and this test
+def test_no_project_code_runs_pip_with_a_python():
+    """A uv environment has no pip: `python -m pip` works only where an earlier install happened to
+    leave one, so project code runs pip through uv (`uv tool run --from pip`)."""
     offenders = []
     for path in [*PROJECT.glob("harness/**/*.py"), *PROJECT.glob("scripts/**/*.py"), *PROJECT.glob("tests/**/*.py")]:
         text = path.read_text()
         name = str(path.relative_to(PROJECT))
-        if name not in allowed and ('"-m", "pip"' in text or "-m pip " in text.replace("`", " ")):
+        if name != "tests/unit/test_install.py" and ('"-m", "pip"' in text or "-m pip " in text.replace("`", " ")):
             offenders.append(name)
     assert offenders == []
 
 
-def test_bootstrap_pip_runs_the_base_interpreter(monkeypatch):
+def test_pip_settings_are_read_by_pip_run_through_uv(monkeypatch):
     seen = []
-    monkeypatch.setattr(install.sys, "_base_executable", "/base/python3", raising=False)
     monkeypatch.setattr(install.subprocess, "run", lambda cmd, **kw: seen.append(cmd) or _Done())
-    install.bootstrap_pip("download", "x")
-    assert seen == [["/base/python3", "-m", "pip", "download", "x"]]
+    install.pip_settings(Path("/tools/uv"))
+    assert seen == [["/tools/uv", "tool", "run", "--quiet", "--from", "pip", "pip", "config", "list"]]
+
 
 
 class _Done:
