@@ -67,16 +67,24 @@ def test_a_model_config_that_is_not_a_json_object_is_one_line(recorded, tmp_path
     assert "not a model config.json" in one_line_error(done)
 
 
-def test_more_prompts_than_first_tokens_is_one_line(tmp_path):
+def refused_before_any_run(tmp_path, vocabulary: int, prompts: int, input_tokens: int, output_tokens: int) -> str:
+    """The one-line error of a synthetic run over a word-level tokenizer of `vocabulary` words,
+    against a healthy fake server; the run must be refused before its folder is created."""
     from tokenizers import Tokenizer, models
 
-    Tokenizer(models.WordLevel({f"w{i}": i for i in range(8)}, unk_token="w0")).save(str(tmp_path / "tokenizer.json"))
+    words = {f"w{i}": i for i in range(vocabulary)}
+    Tokenizer(models.WordLevel(words, unk_token="w0")).save(str(tmp_path / "tokenizer.json"))
     with breaking(Breakage(NONE)) as url:
-        done = sparkbench("run", "synthetic", "--server", url, "--tokenizer", str(tmp_path), "--num-prompts", "9",
-                          "--input-tokens", "4", "--output-tokens", "2", "--results", str(tmp_path / "r"),
-                          cwd=Path.cwd())
-    assert "more than the 8 ordinary tokens" in one_line_error(done)
+        done = sparkbench("run", "synthetic", "--server", url, "--tokenizer", str(tmp_path), "--num-prompts",
+                          str(prompts), "--input-tokens", str(input_tokens), "--output-tokens", str(output_tokens),
+                          "--results", str(tmp_path / "r"), cwd=Path.cwd())
+    line = one_line_error(done)
     assert not (tmp_path / "r").exists()  # refused before any run was created
+    return line
+
+
+def test_more_prompts_than_first_tokens_is_one_line(tmp_path):
+    assert "more than the 8 ordinary tokens" in refused_before_any_run(tmp_path, 8, 9, 4, 2)
 
 
 @pytest.mark.parametrize(("flag", "value"), [("--seed", "-1"), ("--salt", "-5"), ("--input-tokens", "2000000000"),
@@ -93,15 +101,7 @@ def test_more_prompt_tokens_than_a_run_holds_is_one_line():
 
 
 def test_a_shape_past_the_servers_context_is_one_line_and_creates_no_run(tmp_path):
-    from tokenizers import Tokenizer, models
-
-    Tokenizer(models.WordLevel({f"w{i}": i for i in range(64)}, unk_token="w0")).save(str(tmp_path / "tokenizer.json"))
-    with breaking(Breakage(NONE)) as url:
-        done = sparkbench("run", "synthetic", "--server", url, "--tokenizer", str(tmp_path), "--num-prompts", "2",
-                          "--input-tokens", "2000", "--output-tokens", "100", "--results", str(tmp_path / "r"),
-                          cwd=Path.cwd())
-    assert "more than the 2,048-token context" in one_line_error(done)
-    assert not (tmp_path / "r").exists()
+    assert "more than the 2,048-token context" in refused_before_any_run(tmp_path, 64, 2, 2000, 100)
 
 
 @pytest.mark.parametrize("entry", [{"options": [4]}, {"profile": "cpu"}, {"status": 3}, {"launched_server": "x"}])
