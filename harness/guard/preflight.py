@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from time import sleep
 from typing import Any
 
 from harness.engines.base import Backend, StreamResult
@@ -27,7 +28,11 @@ CANARY_TEXT = " ".join(str(i % 10) for i in range(200))
 CANARY_TOKENS = 64
 # A busy host can hold one canary's tokens back (the server's output process not scheduled until its
 # decode is over); a buffering server holds back every one. Refused only when each attempt is held.
-STREAM_ATTEMPTS = 3
+# The attempts are spread out by these pauses, seconds: a burst of load from another process (say
+# another job rendering its report on the same cores) is over by the next one; a buffering server
+# is refused about 14 s later than at once.
+STREAM_RETRY_PAUSES_S = (2.0, 4.0, 8.0)
+STREAM_ATTEMPTS = len(STREAM_RETRY_PAUSES_S) + 1
 CANARY_READ_TIMEOUT_S = 300.0  # longest silence inside the canary's stream
 
 
@@ -64,14 +69,19 @@ def send_canary(backend: Backend, base_url: str, headers: dict[str, str] | None 
 
 def streamed_canary(backend: Backend, base_url: str, headers: dict[str, str] | None = None
                     ) -> tuple[StreamResult, dict[str, Any], int]:
-    """(canary, its stream evidence, attempts): canaries until one streams, at most STREAM_ATTEMPTS."""
-    attempts = 0
-    while True:
-        attempts += 1
+    """(canary, its stream evidence, attempts): canaries until one streams, at most STREAM_ATTEMPTS,
+    the next one sent after the pause STREAM_RETRY_PAUSES_S names."""
+    def attempt() -> tuple[StreamResult, dict[str, Any]]:
         canary = send_canary(backend, base_url, headers)
-        evidence = stream_evidence(canary, CANARY, backend.engine, backend.name)
-        if not held_back(evidence) or attempts == STREAM_ATTEMPTS:
-            return canary, evidence, attempts
+        return canary, stream_evidence(canary, CANARY, backend.engine, backend.name)
+
+    (canary, evidence), attempts = attempt(), 1
+    for pause_s in STREAM_RETRY_PAUSES_S:
+        if not held_back(evidence):
+            break
+        sleep(pause_s)
+        (canary, evidence), attempts = attempt(), attempts + 1
+    return canary, evidence, attempts
 
 
 def canary_speculation(backend: Backend, result: StreamResult) -> dict[str, float]:

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from harness.engines.openai import OpenAIBackend
-from harness.guard.preflight import STREAM_ATTEMPTS, GuardFailed, startup_guard
+from harness.guard import preflight
+from harness.guard.preflight import STREAM_ATTEMPTS, STREAM_RETRY_PAUSES_S, GuardFailed, startup_guard
 from harness.guard.profiles import load_profile
 from harness.guard.stream import check_stream
 from tests.fakes.stream_server import Script, serving
@@ -18,9 +19,17 @@ HEALTHY = {"completion_tokens": 64, "buffered": False, "late_first_token": False
 
 
 @pytest.fixture
-def guard_against(tmp_path):
+def pauses(monkeypatch):
+    """The pauses the guard took between canaries, seconds (none really taken)."""
+    taken: list[float] = []
+    monkeypatch.setattr(preflight, "sleep", taken.append)
+    return taken
+
+
+@pytest.fixture
+def guard_against(tmp_path, pauses):
     """The startup guard of profile vllm-cpu against the fake server, which otherwise looks the part:
-    vLLM 0.32.0 serving a bf16 checkpoint."""
+    vLLM 0.32.0 serving a bf16 checkpoint. Its pauses between canaries are recorded, not taken."""
     (tmp_path / "config.json").write_text(json.dumps({"torch_dtype": "bfloat16"}))
     snapshot = {"version": {"version": "0.32.0"}, "models": {"data": [{"id": "fake", "root": str(tmp_path)}]}}
 
@@ -55,15 +64,22 @@ def test_the_guard_refuses_a_server_that_buffers_its_stream(guard_against, fault
         guard_against(fault)
 
 
-def test_a_held_back_canary_is_sent_again_and_one_that_streams_passes(guard_against):
+def test_a_held_back_canary_is_sent_again_and_one_that_streams_passes(guard_against, pauses):
     report = guard_against("buffer_all", faulty_requests=STREAM_ATTEMPTS - 1)
+    assert pauses == list(STREAM_RETRY_PAUSES_S)
     [stream] = [f for f in report.findings if f.check == "stream"]
     assert stream.ok and stream.message.endswith(f"(attempt {STREAM_ATTEMPTS}; the ones before were held back)")
 
 
-def test_a_server_that_holds_back_every_canary_is_refused_naming_the_attempts(guard_against):
+def test_a_server_that_holds_back_every_canary_is_refused_naming_the_attempts(guard_against, pauses):
     with pytest.raises(GuardFailed, match=f"did not stream as they were made in any of {STREAM_ATTEMPTS} attempts"):
         guard_against("buffer_all", faulty_requests=STREAM_ATTEMPTS)
+    assert pauses == list(STREAM_RETRY_PAUSES_S)  # spread out, so that a passing burst of load ends
+
+
+def test_a_canary_that_streams_at_once_waits_for_nothing(guard_against, pauses):
+    guard_against("none")
+    assert pauses == []
 
 
 def test_the_guard_measures_a_buffering_server_when_allowed(guard_against):
