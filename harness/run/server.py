@@ -106,13 +106,14 @@ class ManagedServer:
         url = self.base_url + self.spec.health_path
         with BoundedClient(deadline_s=HEALTH_DEADLINE_S) as http:
             while time.monotonic() < deadline:
+                # Before the exit check: llama.cpp exits on a taken port, uvicorn may hang.
+                if self.port_taken():
+                    raise PortTaken(f"{self.base_url}: another process took the port while the server started; "
+                                    f"log {self.log_path} ends:\n{log_tail(self.log_path)}")
                 if self.process.poll() is not None:
                     raise ServerStartError(
                         f"server exited with code {self.process.returncode} while starting; "
                         f"log {self.log_path} ends:\n{log_tail(self.log_path)}")
-                if self.port_taken():
-                    raise PortTaken(f"{self.base_url}: another process took the port while the server started; "
-                                    f"log {self.log_path} ends:\n{log_tail(self.log_path)}")
                 try:
                     if http.get(url).status_code == 200:
                         return

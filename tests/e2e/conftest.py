@@ -23,7 +23,7 @@ import pytest
 
 from harness.errors import SparkbenchError
 from harness.run.embedded import embedded_launch, embedded_server
-from harness.run.server import ManagedServer
+from harness.run.server import ManagedServer, PortTaken
 from harness.testbed.envs import ensure_model
 
 pytestmark = pytest.mark.e2e
@@ -74,14 +74,22 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 @contextmanager
 def session_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    """The server of the requesting session fixture: the one started early, else one started now."""
+    """The server of the requesting session fixture: the one started early, else (also when another
+    process took its port while it started) one started now."""
     early = request.config.stash.get(STARTED_EARLY, {}).pop(request.fixturename, None)
-    if early is None:
-        with launched(SESSION_PROFILES[request.fixturename]) as server:
-            yield server
-        return
-    managed, server = early
-    with managed:
+    if early is not None:
+        managed, server = early
+        try:
+            managed.wait_ready()
+        except BaseException as failure:
+            managed.stop()
+            if not isinstance(failure, PortTaken):
+                raise
+        else:
+            with managed:
+                yield server
+            return
+    with launched(SESSION_PROFILES[request.fixturename]) as server:
         yield server
 
 

@@ -97,6 +97,17 @@ def test_a_port_taken_while_starting_is_said_at_once_not_after_the_timeout(tmp_p
     assert time.monotonic() - started < server.spec.ready_timeout_s / 10 and server.process is None
 
 
+def test_a_server_that_exits_because_its_port_was_taken_is_a_port_clash(tmp_path):
+    """llama.cpp exits at once: that is the clash too, so an embedded server is launched again."""
+    exits = "import sys; print('E srv start: couldn\\'t bind HTTP server socket, port: 1', flush=True); sys.exit(1)"
+    server = ManagedServer(LaunchSpec(argv=[sys.executable, "-c", exits]), f"http://127.0.0.1:{free_port()}",
+                           tmp_path / "log")
+    server.start()
+    server.process.wait()
+    with pytest.raises(PortTaken, match="another process took the port"):
+        server.wait_ready()
+
+
 def test_a_launch_whose_log_starts_clean_is_not_taken_for_a_port_clash(tmp_path):
     log = tmp_path / "log"
     log.write_text("an earlier launch: [Errno 98] address already in use\n")
