@@ -13,7 +13,7 @@ import pandas as pd
 
 from harness.agree.run import KL_NOTE, TABLES
 from harness.agree.tables import summary_value
-from harness.records.rundir import load_manifest
+from harness.records.rundir import load_record
 from harness.report.markup import as_text, html_table, md_table, md_text
 from harness.report.plots import new_figure, save
 
@@ -23,7 +23,7 @@ CAPTION = ("Top-1 agreement and top-k recall by frequency band of the forced tok
 
 
 def is_agreement_run(run_dir: Path) -> bool:
-    return load_manifest(run_dir).get("kind") == "agreement"
+    return load_record(run_dir).kind == "agreement"
 
 
 def read_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
@@ -31,11 +31,10 @@ def read_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
 
 
 def title(run_dir: Path) -> str:
-    m = load_manifest(run_dir)
-    servers = m["servers"]
-    ref, cand = servers["reference"], servers["candidate"]
-    return (f"{m['run_id']}: candidate {cand['engine']} {cand['url']} against reference "
-            f"{ref['engine']} {ref['url']} ({m['agreement']['source']}, k={m['agreement']['top_k']})")
+    record = load_record(run_dir)
+    ref, cand = record.servers["reference"], record.servers["candidate"]
+    return (f"{record.run_id}: candidate {cand.engine} {cand.url} against reference "
+            f"{ref.engine} {ref.url} ({record.agreement.source}, k={record.agreement.top_k})")
 
 
 def headline(run_dir: Path) -> str:

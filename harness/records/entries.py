@@ -218,3 +218,19 @@ class HostLoadEntry(Entry):
         """The figure called `name` (a busy limit's or a history row's), None when not recorded."""
         value = getattr(self, name, None)
         return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+class AgreementEntry(Entry):
+    """What a `sparkbench agree` run scored (`harness.agree.run.AgreeOptions`, and the tokenizer)."""
+
+    source: str
+    top_k: int
+    tokenizer: str | None = None
+
+
+class ScoringServer(Entry):
+    """One of the two servers an agreement run scored on: its URL, engine and raw facts."""
+
+    url: str
+    engine: str
+    facts: dict[str, Any] = Field(default_factory=dict)

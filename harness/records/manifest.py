@@ -22,6 +22,7 @@ from harness.engines.registry import meta_reader
 from harness.errors import SparkbenchError
 from harness.facts import EngineFacts
 from harness.records.entries import (
+    AgreementEntry,
     ClientClock,
     ClientLoad,
     Credentials,
@@ -36,6 +37,7 @@ from harness.records.entries import (
     RepeatEntry,
     Resumption,
     SamplingEntry,
+    ScoringServer,
     ServerCounters,
     TelemetryEntry,
     WorkloadSpec,
@@ -99,6 +101,11 @@ class RunRecord(StrictModel):
     requests_recorded: int | None = None
     stream_mode: str | None = None
     prefix_cache_hits: int | None = None
+    # a `sparkbench agree` run (kind "agreement"): what it scored, on which two servers
+    kind: str | None = None
+    agreement: AgreementEntry | None = None
+    servers: dict[str, ScoringServer] | None = None
+    positions_scored: int | None = None
 
     @classmethod
     def of(cls, manifest: dict[str, Any], where: str = "manifest") -> RunRecord:

@@ -1,7 +1,7 @@
 """A capacity search's folder `results/capacity/<name>-<time>/`: one ordinary open-loop run per trial
 (`trials/<nn>-<role>-r<rate>/<run_id>/`), `capacity.json` (the settings, every trial, the outcome),
 `trials.csv`, `points.csv` (the trials by offered rate, `harness.analysis.rates`), `plots/` and
-`report.html` / `report.md`.
+`report.html` / `report.md`. `capacity.json` is a `CapacityRecord` (`harness.sweep.record`).
 
 `run_search` drives the bisection (`harness.sweep.capacity.search`) with a function that runs one
 trial at a rate into a folder and returns its run directory; a trial's attainment is read from its
@@ -29,6 +29,7 @@ from harness.report.markup import as_text
 from harness.report.rate_plots import plot_capacity, plot_rates
 from harness.report.sweep_report import render_html, render_markdown
 from harness.sweep.capacity import Capacity, Trial, search
+from harness.sweep.record import CAPACITY_RECORD_VERSION, CapacityRecord, TrialEntry
 
 CAPACITY_MANIFEST = "capacity.json"
 RunTrial = Callable[[float, Path], Path]  # (rate, folder) -> the run directory it made there
@@ -75,25 +76,27 @@ def new_folder(settings: CapacitySettings) -> Path:
 def run_search(settings: CapacitySettings, run_trial: RunTrial, facts: dict) -> tuple[Path, Capacity]:
     """Create the folder, bisect with `run_trial`, save `capacity.json` after every trial (a search
     stopped half-way keeps what it measured), and write the outputs; `facts` (configuration,
-    workload, the run options) go into the manifest as they are."""
+    workload, SLO, the run options) go into the record as they are."""
     folder = new_folder(settings)
-    manifest = {"capacity_id": folder.name, "git": git_commit(), "host": host_facts(), "started_at": utc_now(),
-                "settings": settings.model_dump(mode="json"), **facts, "trials": []}
+    record = CapacityRecord(record_version=CAPACITY_RECORD_VERSION, capacity_id=folder.name, git=git_commit(),
+                            host=host_facts(), started_at=utc_now(), settings=settings.model_dump(mode="json"), **facts)
 
     def measure(rate: float, role: str) -> Trial:
-        number = len(manifest["trials"]) + 1
+        nonlocal record
+        number = len(record.trials) + 1
         print(f"capacity: trial {number} ({role}) at {rate:g} req/s", file=sys.stderr, flush=True)
         trial = trial_of(run_trial(rate, folder / "trials" / f"{number:02d}-{role}-r{rate:g}"), rate, role)
-        manifest["trials"].append(asdict(trial) | {"run_dir": str(Path(trial.run_dir).relative_to(folder))})
-        save(folder, manifest)
+        entry = TrialEntry(**asdict(trial) | {"run_dir": str(Path(trial.run_dir).relative_to(folder))})
+        record = record.updated(trials=[*record.trials, entry])
+        save(folder, record)
         return trial
 
     found = search(measure, settings.floor_rps, settings.ceiling_rps, settings.attainment, settings.tolerance,
                    settings.max_trials)
-    manifest.update(ended_at=utc_now(), status=found.status, capacity_rps=found.capacity_rps,
-                    bracket=[_json_number(v) for v in found.bracket], sentence=found.sentence())
-    save(folder, manifest)
-    write_outputs(folder, manifest)
+    record = record.updated(ended_at=utc_now(), status=found.status, capacity_rps=found.capacity_rps,
+                            bracket=tuple(_json_number(v) for v in found.bracket), sentence=found.sentence())
+    save(folder, record)
+    write_outputs(folder, record)
     return folder, found
 
 
@@ -101,35 +104,36 @@ def _json_number(value: float) -> float | None:
     return value if math.isfinite(value) else None  # JSON has no infinity: an open bracket end is null
 
 
-def save(folder: Path, manifest: dict) -> None:
+def save(folder: Path, record: CapacityRecord) -> None:
     tmp = folder / (CAPACITY_MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str), encoding="utf-8")
+    tmp.write_text(json.dumps(record.as_written(), indent=2, sort_keys=True, default=str), encoding="utf-8")
     tmp.replace(folder / CAPACITY_MANIFEST)
 
 
-def trial_points(folder: Path, manifest: dict) -> pd.DataFrame:
+def trial_points(folder: Path, record: CapacityRecord) -> pd.DataFrame:
     """The trials by offered rate (`rate_points` of their summaries; a rate tried twice, its last run)."""
-    frames = [Run.load(folder / t["run_dir"]).summary.assign(
-        configuration=manifest.get("configuration", "server"), request_rate=t["rate"]) for t in manifest["trials"]]
+    frames = [Run.load(folder / t.run_dir).summary.assign(configuration=record.configuration, request_rate=t.rate)
+              for t in record.trials]
     if not frames:
         return rate_points(pd.DataFrame(columns=[*RATE_KEYS, "metric", "stat", "value"]))
     summary = pd.concat(frames, ignore_index=True).drop_duplicates([*RATE_KEYS, "metric", "stat"], keep="last")
     return rate_points(summary)
 
 
-def write_outputs(folder: Path, manifest: dict) -> tuple[Path, Path]:
+def write_outputs(folder: Path, record: CapacityRecord) -> tuple[Path, Path]:
     """trials.csv, points.csv, plots/ and the report, from capacity.json and the trials' runs."""
-    trials, points = pd.DataFrame(manifest["trials"]), trial_points(folder, manifest)
+    trials = pd.DataFrame([t.model_dump() for t in record.trials], columns=list(TrialEntry.model_fields))
+    points = trial_points(folder, record)
     trials.to_csv(folder / "trials.csv", index=False)
     points.to_csv(folder / "points.csv", index=False)
-    settings = manifest["settings"]
-    reduced = any(Run.load(folder / t["run_dir"]).reduced_scale for t in manifest["trials"])
-    bracket = tuple(math.inf if v is None else v for v in manifest.get("bracket") or (math.nan, math.nan))
-    figures = [*plot_capacity(trials, bracket, settings["attainment"], folder / "plots", reduced),
-               *plot_rates(points, folder / "plots", reduced, settings["attainment"])]
-    title = f"sparkbench capacity {manifest['capacity_id']}"
-    notes = [manifest.get("sentence", "search not finished"), *(["REDUCED SCALE CPU test bed"] if reduced else []),
-             f"SLO targets: {manifest.get('slo')}; each trial is an ordinary run directory under trials/"]
+    attainment = record.settings["attainment"]
+    reduced = any(Run.load(folder / t.run_dir).reduced_scale for t in record.trials)
+    bracket = tuple(math.inf if v is None else v for v in record.bracket or (math.nan, math.nan))
+    figures = [*plot_capacity(trials, bracket, attainment, folder / "plots", reduced),
+               *plot_rates(points, folder / "plots", reduced, attainment)]
+    title = f"sparkbench capacity {record.capacity_id}"
+    notes = [record.sentence or "search not finished", *(["REDUCED SCALE CPU test bed"] if reduced else []),
+             f"SLO targets: {record.slo}; each trial is an ordinary run directory under trials/"]
     parts = [("Trials, in the order run", as_text(trials.drop(columns=["run_dir"]), "{:.4g}")),
              ("Trials by offered rate", as_text(points, "{:.4g}"))]
     html_path, md_path = folder / "report.html", folder / "report.md"

@@ -83,7 +83,7 @@ def collect(ray: Any, sweep: SweepDir, pending: dict[Any, Cell]) -> None:
         except Exception as exc:  # a worker that died, a task Ray could not run
             outcome = CellOutcome(cell.cell_id, "failed", None, f"Ray task: {str(exc).splitlines()[0]}")
         print(f"sweep: cell {cell.cell_id} {outcome.status}", file=sys.stderr, flush=True)
-        sweep.record(outcome)
+        sweep.record_outcome(outcome)
 
 
 def run_on_ray(sweep: SweepDir, address: str, runner=run_configuration) -> None:

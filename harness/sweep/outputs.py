@@ -25,9 +25,9 @@ from harness.sweep.sweepdir import SWEEP_MANIFEST, SweepDir
 
 def cells_table(sweep: SweepDir) -> pd.DataFrame:
     """Every cell in matrix order: coordinates, status, run directory (relative) and error."""
-    rows = [{"cell_id": cell_id, **{k: entry.get(k) for k in ("configuration", "workload", "concurrency", "request_rate",
-                                                               "status", "run_dir", "error")}}
-            for cell_id, entry in sweep.manifest["cells"].items()]
+    rows = [{"cell_id": cell_id, **entry.model_dump(include={"configuration", "workload", "concurrency", "request_rate",
+                                                             "status", "run_dir", "error"})}
+            for cell_id, entry in sweep.record.cells.items()]
     return pd.DataFrame(rows).fillna("")
 
 
@@ -60,7 +60,7 @@ def write_outputs(sweep: SweepDir) -> tuple[Path, dict[str, pd.DataFrame], list[
     reduced = reduced_scale(sweep)
     figures = (plot_rates(tables["rates"], sweep.path / "plots", reduced) if "rates" in tables
                else plot_sweep(tables["curves"], tables["speedup"], sweep.path / "plots", reduced))
-    html, _ = write_sweep_report(sweep.path, sweep.manifest["sweep_id"], tables, sentences, figures, reduced,
+    html, _ = write_sweep_report(sweep.path, sweep.record.sweep_id, tables, sentences, figures, reduced,
                                  sweep.config.baseline_name)
     return html, tables, sentences
 

@@ -30,7 +30,7 @@ def run_local(sweep: SweepDir, runner: Runner = run_configuration) -> None:
     sweep.begin({"kind": "local"})
     for _, group in groupby(sweep.unfinished(), key=lambda cell: cell.configuration.name):
         cells = list(group)
-        runner(cells[0].configuration, [(cell, sweep.cell_root(cell)) for cell in cells], sweep.config, sweep.record)
+        runner(cells[0].configuration, [(cell, sweep.cell_root(cell)) for cell in cells], sweep.config, sweep.record_outcome)
 
 
 def execute(sweep: SweepDir, ray_address: str | None = None, runner: Runner = run_configuration) -> str:
@@ -60,12 +60,12 @@ def sweep_summary(sweep: SweepDir) -> pd.DataFrame:
     """The long summaries of the complete cells, each row led by the cell's coordinates."""
     frames = []
     for cell_id, run_dir in sweep.run_dirs().items():
-        entry = sweep.manifest["cells"][cell_id]
-        if entry["status"] != COMPLETE:
+        entry = sweep.record.cells[cell_id]
+        if entry.status != COMPLETE:
             continue
-        frames.append(cell_summary(run_dir).assign(cell_id=cell_id, configuration=entry["configuration"],
-                                                   workload=entry["workload"], concurrency=entry["concurrency"],
-                                                   request_rate=entry.get("request_rate")))
+        frames.append(cell_summary(run_dir).assign(cell_id=cell_id, configuration=entry.configuration,
+                                                   workload=entry.workload, concurrency=entry.concurrency,
+                                                   request_rate=entry.request_rate))
     if not frames:
         return pd.DataFrame(columns=[*CELL_COLUMNS, "run_id", "metric", "stat", "value", "unit"])
     summary = pd.concat(frames, ignore_index=True)

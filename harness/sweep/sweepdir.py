@@ -2,16 +2,17 @@
 
 Each cell `cells/<cell_id>/` holds the cell's ordinary run directory (made by the run path,
 `harness.session.run`), so `sparkbench summarize`, `compare` and `report` read cells like any run.
-The manifest holds the resolved config, provenance, and each cell's status, run directory and
-error; only the process that drives the sweep writes it, after each cell, atomically. The sweep's
-folder is named `sweep.json`, not `manifest.json`, so nothing takes the sweep for a run.
+The manifest (`SweepRecord`, typed in `harness.sweep.record`) holds the resolved config,
+provenance, and each cell's status, run directory and error; only the process that drives the sweep
+writes it, after each cell, atomically. The sweep's manifest is named `sweep.json`, not
+`manifest.json`, so nothing takes the sweep for a run.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,11 @@ from harness.errors import SparkbenchError, describe_os_error
 from harness.records.rundir import git_commit, host_facts, utc_now, utc_stamp
 from harness.secrets import redact, redact_argv
 from harness.sweep.config import Configuration, SweepConfig
+from harness.sweep.record import SWEEP_RECORD_VERSION, CellEntry, SweepRecord, SweepStart
 from workloads.registry import NamedWorkload
 
 SWEEP_MANIFEST = "sweep.json"
-PENDING, COMPLETE = "pending", "complete"
+COMPLETE = "complete"
 
 
 @dataclass(frozen=True)
@@ -68,11 +70,11 @@ def cells_of(config: SweepConfig) -> list[Cell]:
 
 
 class SweepDir:
-    """A sweep folder and its manifest."""
+    """A sweep folder and its typed manifest (`record`), replaced and saved at each change."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any]) -> None:
-        self.path, self.manifest = Path(path), manifest
-        self.config = SweepConfig.model_validate(manifest["config"], strict=False)
+    def __init__(self, path: Path, record: SweepRecord) -> None:
+        self.path, self.record = Path(path), record
+        self.config = SweepConfig.model_validate(record.config, strict=False)
 
     @classmethod
     def create(cls, config: SweepConfig) -> SweepDir:
@@ -81,15 +83,13 @@ class SweepDir:
             (path / "cells").mkdir(parents=True, exist_ok=False)
         except OSError as exc:
             raise SparkbenchError(f"cannot create sweep folder {path}: {describe_os_error(exc)}") from exc
-        cells = {cell.cell_id: {"configuration": cell.configuration.name, "workload": cell.workload.name,
-                                "concurrency": cell.concurrency, "request_rate": cell.request_rate,
-                                "status": PENDING, "run_dir": None, "error": None}
+        cells = {cell.cell_id: CellEntry(configuration=cell.configuration.name, workload=cell.workload.name,
+                                         concurrency=cell.concurrency, request_rate=cell.request_rate)
                  for cell in cells_of(config)}
-        manifest = {"sweep_id": path.name, "sparkbench_version": __version__, "git": git_commit(),
-                    "host": host_facts(), "command_line": redact_argv(sys.argv),
-                    "started_at": utc_now(), "ended_at": None, "status": "running",
-                    "config": config.model_dump(mode="json"), "cells": cells}
-        sweep = cls(path, manifest)
+        record = SweepRecord(record_version=SWEEP_RECORD_VERSION, sweep_id=path.name, sparkbench_version=__version__,
+                             git=git_commit(), host=host_facts(), command_line=redact_argv(sys.argv),
+                             started_at=utc_now(), config=config.model_dump(mode="json"), cells=cells)
+        sweep = cls(path, record)
         sweep.save()
         return sweep
 
@@ -104,7 +104,7 @@ class SweepDir:
             raise SparkbenchError(f"{file}: not valid JSON; the file is corrupt") from exc
         if not isinstance(manifest, dict) or not isinstance(manifest.get("cells"), dict) or "config" not in manifest:
             raise SparkbenchError(f"{file}: not a sweep manifest (it needs `config` and `cells`); the file is corrupt")
-        return cls(Path(path), manifest)
+        return cls(Path(path), SweepRecord.of(manifest, str(file)))
 
     def cell_root(self, cell: Cell) -> Path:
         """The folder that receives the cell's run directory."""
@@ -112,41 +112,41 @@ class SweepDir:
 
     def unfinished(self) -> list[Cell]:
         """The cells not yet complete, in matrix order: what a run or `--resume` sends."""
-        return [c for c in cells_of(self.config) if self.manifest["cells"][c.cell_id]["status"] != COMPLETE]
+        return [c for c in cells_of(self.config) if self.record.cells[c.cell_id].status != COMPLETE]
 
-    def record(self, outcome: CellOutcome) -> None:
+    def record_outcome(self, outcome: CellOutcome) -> None:
         """Store how a cell ended (run directory relative to the sweep folder) and save at once."""
-        entry = asdict(outcome)
-        run_dir = entry.pop("run_dir")
-        entry.pop("cell_id")
+        run_dir = outcome.run_dir
         relative = None if run_dir is None else Path(run_dir).resolve().relative_to(self.path.resolve()).as_posix()
-        self.manifest["cells"][outcome.cell_id].update(entry, run_dir=relative, ended_at=utc_now())
-        self.save()
+        entry = self.record.cells[outcome.cell_id].model_copy(update={
+            "status": outcome.status, "error": outcome.error, "run_dir": relative, "ended_at": utc_now()})
+        self._update(cells={**self.record.cells, outcome.cell_id: entry})
 
     def begin(self, executor: dict[str, Any]) -> None:
         """Mark the sweep running (again, after `--resume`) under `executor` (local, or Ray and its address)."""
-        runs = [*self.manifest.get("runs", []), {"at": utc_now(), "executor": executor,
-                                                  "command_line": redact_argv(sys.argv)}]
-        self.manifest.update(status="running", ended_at=None, runs=runs)
-        self.save()
+        start = SweepStart(at=utc_now(), executor=executor, command_line=redact_argv(sys.argv))
+        self._update(status="running", ended_at=None, runs=[*self.record.runs, start])
 
     def finish(self) -> str:
         """The sweep's status from its cells: complete when all are, else `incomplete`."""
-        statuses = [cell["status"] for cell in self.manifest["cells"].values()]
-        status = COMPLETE if all(s == COMPLETE for s in statuses) else "incomplete"
-        self.manifest.update(status=status, ended_at=utc_now())
-        self.save()
+        done = all(cell.status == COMPLETE for cell in self.record.cells.values())
+        status = COMPLETE if done else "incomplete"
+        self._update(status=status, ended_at=utc_now())
         return status
 
     def run_dirs(self) -> dict[str, Path]:
         """cell_id -> run directory of every cell that has one."""
-        return {cell_id: self.path / entry["run_dir"] for cell_id, entry in self.manifest["cells"].items()
-                if entry.get("run_dir")}
+        return {cell_id: self.path / entry.run_dir for cell_id, entry in self.record.cells.items() if entry.run_dir}
+
+    def _update(self, **fields: Any) -> None:
+        self.record = self.record.updated(**fields)
+        self.save()
 
     def save(self) -> None:
         tmp = self.path / (SWEEP_MANIFEST + ".tmp")
         try:
-            tmp.write_text(redact(json.dumps(self.manifest, indent=2, sort_keys=True, default=str)), encoding="utf-8")
+            tmp.write_text(redact(json.dumps(self.record.as_written(), indent=2, sort_keys=True, default=str)),
+                           encoding="utf-8")
             tmp.replace(self.path / SWEEP_MANIFEST)  # atomic: a reader never sees half a manifest
         except OSError as exc:
             raise SparkbenchError(f"cannot write {self.path / SWEEP_MANIFEST}: {describe_os_error(exc)}") from exc

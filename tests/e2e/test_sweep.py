@@ -61,10 +61,10 @@ def test_cells_run_as_ray_tasks_and_a_failing_cell_loses_nothing_else(sglang_ser
     done = sparkbench("sweep", "--config", str(config))
     assert done.returncode == 1, done.stderr
     sweep = _only_sweep(tmp_path / "results")
-    assert sweep.manifest["runs"][0]["executor"]["kind"] == "ray"
-    cells = sweep.manifest["cells"]
-    assert cells["gone.synthetic.c2"]["status"] == "failed"
-    assert "cannot reach http://127.0.0.1:9" in cells["gone.synthetic.c2"]["error"]
-    assert cells["real.synthetic.c2"]["status"] == "complete"
+    assert sweep.record.runs[0].executor["kind"] == "ray"
+    cells = sweep.record.cells
+    assert cells["gone.synthetic.c2"].status == "failed"
+    assert "cannot reach http://127.0.0.1:9" in cells["gone.synthetic.c2"].error
+    assert cells["real.synthetic.c2"].status == "complete"
     run = _cell_run(sweep, "real.synthetic.c2")
     assert (run.requests["status"] == "ok").sum() == 2 and run.manifest["options"]["concurrency"] == 2

@@ -15,6 +15,8 @@ from harness.agree.report import headline, write_report
 from harness.agree.run import AgreeOptions, run_agreement, write_tables
 from harness.engines.scoring import CannotScore
 from harness.errors import SparkbenchError
+from harness.records.manifest import RunRecord
+from harness.records.rundir import load_record
 from harness.run.runner import RunAborted
 from tests.unit.agree_fakes import FakeSGLang, FakeVLLM, Hosts, write_tokenizer
 
@@ -45,6 +47,13 @@ def test_same_model_agrees_everywhere(tmp_path, tokenizer_dir):
     positions = pd.read_parquet(run.path / "positions.parquet")
     assert (positions["target_id"] == positions["ref_top1_id"]).all()  # greedy: the forced token is the top-1
     assert run.manifest["status"] == "complete" and run.manifest["kind"] == "agreement"
+
+
+def test_an_agreement_run_writes_only_keys_its_record_declares(tmp_path, tokenizer_dir):
+    run = agree(tmp_path, tokenizer_dir, FakeSGLang(), FakeSGLang(), limit=1)
+    assert set(run.manifest) - set(RunRecord.model_fields) == set()
+    record = load_record(run.path)
+    assert record.agreement.source == "answers" and set(record.servers) == {"reference", "candidate"}
 
 
 def test_perturbed_candidate_disagrees_and_more_noise_disagrees_more(tmp_path, tokenizer_dir):

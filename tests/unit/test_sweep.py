@@ -92,10 +92,10 @@ def test_a_failing_cell_is_recorded_and_the_sweep_goes_on(tmp_path):
     assert execute(sweep, runner=runner) == "incomplete"
     assert runner.calls == [["base.synthetic.c1", "base.synthetic.c2", "base.synthetic.c4"],
                             ["fast.synthetic.c1", "fast.synthetic.c2", "fast.synthetic.c4"]]
-    cells = SweepDir.load(sweep.path).manifest["cells"]
-    assert cells["base.synthetic.c2"] == {**cells["base.synthetic.c2"], "status": "failed", "run_dir": None,
-                                          "error": "cannot reach the server"}
-    assert cells["fast.synthetic.c4"]["run_dir"] == "cells/fast.synthetic.c4/run-fast.synthetic.c4"
+    cells = SweepDir.load(sweep.path).record.cells
+    failed = cells["base.synthetic.c2"]
+    assert (failed.status, failed.run_dir, failed.error) == ("failed", None, "cannot reach the server")
+    assert cells["fast.synthetic.c4"].run_dir == "cells/fast.synthetic.c4/run-fast.synthetic.c4"
     summary = pd.read_csv(sweep.path / "summary.csv")
     assert sorted(summary["cell_id"].unique()) == sorted(set(cells) - {"base.synthetic.c2"})
 
@@ -106,7 +106,7 @@ def test_resume_runs_only_the_unfinished_cells(tmp_path):
     again = FakeRunner()
     assert execute(SweepDir.load(sweep.path), runner=again) == "complete"
     assert again.calls == [["base.synthetic.c2"], ["fast.synthetic.c1"]]
-    assert len(SweepDir.load(sweep.path).manifest["runs"]) == 2
+    assert len(SweepDir.load(sweep.path).record.runs) == 2
 
 
 def test_outputs_state_speedup_and_saturation(tmp_path):
@@ -163,10 +163,10 @@ def test_ray_tasks_chain_the_cells_of_one_attached_server_and_record_lost_tasks(
     assert ray.options == {"num_cpus": 1.0, "num_gpus": 1.0, "resources": {"h200": 1.0}, "max_retries": 0}
     after = [args[-1] for args in ray.tasks]
     assert after == [None, 0, 1, 2, None, None]  # one server: one chain; launched cells are independent
-    cells = SweepDir.load(sweep.path).manifest["cells"]
-    assert cells["launched.synthetic.c2"]["status"] == "failed"
-    assert cells["launched.synthetic.c2"]["error"] == "Ray task: worker died"
-    assert cells["again.synthetic.c2"]["status"] == "complete"
+    cells = SweepDir.load(sweep.path).record.cells
+    assert cells["launched.synthetic.c2"].status == "failed"
+    assert cells["launched.synthetic.c2"].error == "Ray task: worker died"
+    assert cells["again.synthetic.c2"].status == "complete"
 
 
 def test_a_task_whose_runner_raises_reports_a_failed_cell(tmp_path):
@@ -202,7 +202,7 @@ def test_cli_records_unreachable_servers_as_failed_cells_and_exits_1(tmp_path):
                 "--results", str(tmp_path))
     assert done.returncode == 1, done.stderr
     sweep = SweepDir.load(next(tmp_path.iterdir()))
-    assert [c["status"] for c in sweep.manifest["cells"].values()] == ["failed", "failed"]
+    assert [c.status for c in sweep.record.cells.values()] == ["failed", "failed"]
     assert "cannot reach http://127.0.0.1:9" in done.stdout
 
 
@@ -242,7 +242,7 @@ def test_ctrl_c_during_a_cell_stops_the_sweep_after_recording_it(tmp_path, monke
     with pytest.raises(SweepStopped):
         execute(sweep)
     assert ran == ["base.synthetic.c1", "base.synthetic.c2"]
-    statuses = {k: v["status"] for k, v in SweepDir.load(sweep.path).manifest["cells"].items()}
+    statuses = {k: v.status for k, v in SweepDir.load(sweep.path).record.cells.items()}
     assert statuses["base.synthetic.c2"] == "interrupted" and statuses["base.synthetic.c4"] == "pending"
 
 
@@ -251,9 +251,9 @@ def test_a_server_that_cannot_start_fails_its_cells_and_the_next_configuration_r
     sweep = SweepDir.create(_config(tmp_path, configurations=[{"name": "base", "profile": "cpu-testbed"},
                                                               {"name": "fast", "profile": "cpu-testbed-ngram"}]))
     assert execute(sweep) == "incomplete" and ran == []
-    cells = SweepDir.load(sweep.path).manifest["cells"]
-    assert {c["status"] for c in cells.values()} == {"failed"}
-    assert cells["fast.synthetic.c4"]["error"] == "server fast: guard: speculative algorithm is None, expected NEXTN"
+    cells = SweepDir.load(sweep.path).record.cells
+    assert {c.status for c in cells.values()} == {"failed"}
+    assert cells["fast.synthetic.c4"].error == "server fast: guard: speculative algorithm is None, expected NEXTN"
 
 
 def test_report_of_a_sweep_folder_writes_the_sweep_report_inside_it(tmp_path):
