@@ -2,8 +2,8 @@
 
 Against the embedded `cpu-testbed` SGLang server (or `--server URL`), sends `--sequences` guard
 sequences by each of two rules, interleaved so that both meet the same load:
-- back to back: up to STREAM_ATTEMPTS canaries with no pause between them;
-- spread: the guard's own `streamed_canary` (pauses of STREAM_RETRY_PAUSES_S between them).
+- back to back: the guard's `streamed_canary` with no pause between its attempts;
+- spread: the guard's own rule (pauses of STREAM_RETRY_PAUSES_S between them).
 Prints, per rule, the sequences refused (every canary held back) and the attempts each needed.
 Run it under bursts of load to see what the pauses buy:
 
@@ -18,24 +18,12 @@ import contextlib
 import os
 
 from harness.engines.detect import make_backend
-from harness.guard.preflight import CANARY, STREAM_ATTEMPTS, STREAM_RETRY_PAUSES_S, send_canary, streamed_canary
-from harness.guard.stream import held_back, stream_evidence
+from harness.guard.preflight import STREAM_RETRY_PAUSES_S, streamed_canary
+from harness.guard.stream import held_back
 from harness.run.embedded import embedded_server
 
-
-def back_to_back(backend, base_url: str) -> tuple[int, bool]:
-    """(attempts, streamed) with no pause between the canaries."""
-    for attempt in range(1, STREAM_ATTEMPTS + 1):
-        canary = send_canary(backend, base_url)
-        if not held_back(stream_evidence(canary, CANARY, backend.engine, backend.name)):
-            return attempt, True
-    return STREAM_ATTEMPTS, False
-
-
-def spread(backend, base_url: str) -> tuple[int, bool]:
-    """(attempts, streamed) by the guard's own rule."""
-    _, evidence, attempts = streamed_canary(backend, base_url)
-    return attempts, not held_back(evidence)
+# The same number of attempts by both rules; only the pauses between them differ.
+RULES = {"back to back": (0.0,) * len(STREAM_RETRY_PAUSES_S), "spread": STREAM_RETRY_PAUSES_S}
 
 
 def main() -> None:
@@ -46,11 +34,11 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         base_url = args.server or stack.enter_context(embedded_server("cpu-testbed", log_name="canary-load")).base_url
         backend = make_backend("auto", base_url)
-        outcomes = {"back to back": collections.Counter(), "spread": collections.Counter()}
+        outcomes = {rule: collections.Counter() for rule in RULES}
         for _ in range(args.sequences):
-            for rule, guard in (("back to back", back_to_back), ("spread", spread)):
-                attempts, streamed = guard(backend, base_url)
-                outcomes[rule]["streamed at attempt %d" % attempts if streamed else "refused"] += 1
+            for rule, pauses_s in RULES.items():
+                _, evidence, attempts = streamed_canary(backend, base_url, pauses_s=pauses_s)
+                outcomes[rule]["refused" if held_back(evidence) else f"streamed at attempt {attempts}"] += 1
     print(f"load average now {os.getloadavg()[0]:.2f}; pauses of the spread rule: {STREAM_RETRY_PAUSES_S} s")
     for rule, counts in outcomes.items():
         print(f"{rule}: {counts['refused']} of {args.sequences} refused; {dict(sorted(counts.items()))}")

@@ -67,16 +67,16 @@ def send_canary(backend: Backend, base_url: str, headers: dict[str, str] | None 
     return run_streams(send()).raise_for_error()
 
 
-def streamed_canary(backend: Backend, base_url: str, headers: dict[str, str] | None = None
-                    ) -> tuple[StreamResult, dict[str, Any], int]:
-    """(canary, its stream evidence, attempts): canaries until one streams, at most STREAM_ATTEMPTS,
-    the next one sent after the pause STREAM_RETRY_PAUSES_S names."""
+def streamed_canary(backend: Backend, base_url: str, headers: dict[str, str] | None = None,
+                    pauses_s: tuple[float, ...] = STREAM_RETRY_PAUSES_S) -> tuple[StreamResult, dict[str, Any], int]:
+    """(canary, its stream evidence, attempts): canaries until one streams, at most one more than
+    `pauses_s`, the next one sent after the pause it names."""
     def attempt() -> tuple[StreamResult, dict[str, Any]]:
         canary = send_canary(backend, base_url, headers)
         return canary, stream_evidence(canary, CANARY, backend.engine, backend.name)
 
     (canary, evidence), attempts = attempt(), 1
-    for pause_s in STREAM_RETRY_PAUSES_S:
+    for pause_s in pauses_s:
         if not held_back(evidence):
             break
         sleep(pause_s)

@@ -121,18 +121,8 @@ def _ready(profile_name: str, model_dir: Path | None, log_name: str) -> tuple[Ma
     the first one while it started."""
     managed, server = embedded_launch(profile_name, model_dir, log_name)
     try:
-        _start(managed)
+        managed.ready()
     except PortTaken:
         managed, server = embedded_launch(profile_name, model_dir, log_name)
-        _start(managed)
+        managed.ready()
     return managed, server
-
-
-def _start(managed: ManagedServer) -> None:
-    """Start and wait until healthy; a server that does not get there is stopped."""
-    managed.start()
-    try:
-        managed.wait_ready()
-    except BaseException:
-        managed.stop()
-        raise

@@ -80,14 +80,19 @@ class ManagedServer:
         self._log_start = 0  # where this launch's output begins in the (appended) log
 
     def __enter__(self) -> ManagedServer:
-        if self.process is None:  # else started earlier, in the background: only wait for it
+        self.ready()
+        return self
+
+    def ready(self) -> None:
+        """Start (unless started earlier, in the background) and wait until healthy; a server that
+        does not get there is stopped."""
+        if self.process is None:
             self.start()
         try:
             self.wait_ready()
         except BaseException:
             self.stop()
             raise
-        return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
