@@ -1,0 +1,73 @@
+"""Redaction is linear in its input and masks what the quadratic pattern it replaced masked."""
+
+from __future__ import annotations
+
+import re
+import resource
+import subprocess
+import sys
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness import secrets
+from harness.secrets import MASK, redact
+
+# The URL pattern as it was before it was made linear: the reference for what is masked.
+REFERENCE_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s\"']+@")
+# Characters that make URL-like text: scheme characters, the separators, the terminators.
+URLISH = st.text(alphabet="ab1+.-:/@ \"'xX\n", max_size=200)
+# Long words of scheme characters (no whitespace, no "Bearer"/"Basic"), the shape that made the
+# old pattern rescan the word from every position.
+ADVERSARIAL_PIECE = st.text(alphabet="xy19+.-:/", min_size=1, max_size=6)
+
+
+def reference_redact(text: str) -> str:
+    text = REFERENCE_URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
+    text = secrets._AUTH_VALUE.sub(lambda m: f"{m.group('scheme')}{MASK}", text)
+    for secret in sorted(secrets._remembered, key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return text
+
+
+@given(URLISH)
+@settings(max_examples=400)
+def test_redaction_masks_what_the_reference_masks(text):
+    assert redact(text) == reference_redact(text)
+
+
+@given(st.lists(st.sampled_from(["http://", "a:b@", "1x.", "://", "@", "/", "u", " "]), max_size=60))
+def test_url_fragments_are_redacted_as_the_reference_does(parts):
+    text = "".join(parts)
+    assert redact(text) == reference_redact(text)
+
+
+@given(ADVERSARIAL_PIECE, ADVERSARIAL_PIECE, st.integers(min_value=20_000, max_value=60_000))
+@settings(max_examples=20, deadline=None)
+def test_a_credential_beside_long_adversarial_words_is_masked(before, after, length):
+    left, right = before * (length // len(before)), after * (length // len(after))
+    text = f"{left} https://alice:s3cr3t-word@host/x {right}"
+    redacted = redact(text)
+    assert "s3cr3t-word" not in redacted
+    assert redacted == f"{redact(left)} https://{MASK}@host/x {redact(right)}"
+
+
+ADVERSARIAL_MB = """
+from harness.secrets import redact
+for shape in ("x", "a1", "1a.", "a://b", "http://"):
+    redact(shape * (4_000_000 // len(shape)))
+"""
+
+
+def test_redaction_of_megabytes_of_adversarial_words_fits_a_cpu_budget():
+    """A 4 MB word took the quadratic pattern hours of CPU (10 minutes for 1 MB); linear, it takes
+    well under a second. The budget is a resource limit with a thousandfold margin either way,
+    not a timing: the child is killed by SIGXCPU only if redaction is superlinear."""
+    budget_s = 60
+
+    def limit_cpu() -> None:
+        resource.setrlimit(resource.RLIMIT_CPU, (budget_s, budget_s))
+
+    done = subprocess.run([sys.executable, "-c", ADVERSARIAL_MB], preexec_fn=limit_cpu, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
