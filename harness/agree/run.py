@@ -14,20 +14,19 @@ from dataclasses import asdict
 from pathlib import Path
 
 import httpx
-from pydantic import Field, field_validator
 
 from harness.agree.metrics import BAND_EDGES
-from harness.agree.sequences import SOURCES, ForcedSequence, Tokenizer, build_sequences, load_sequences
+from harness.agree.options import AgreeOptions
+from harness.agree.sequences import ForcedSequence, Tokenizer, build_sequences, load_sequences
 from harness.agree.servers import Server, connect
 from harness.agree.tables import agreement_by_margin, bands_table, positions_table, shifts_table, summary_table
-from harness.config import PathText, StrictModel
 from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable
 from harness.engines.control import BoundedClient
 from harness.engines.scoring import CannotScore, ScoredTokens
 from harness.errors import SparkbenchError
 from harness.records.rundir import RunDir, new_run_id
 from harness.run.runner import RunAborted
-from workloads.gsm8k import DEFAULT_SHOT_SEED, GSM8KConfig, GSM8KWorkload
+from workloads.gsm8k import GSM8KWorkload
 
 ROLES = ("reference", "candidate")
 SEQUENCES, SCORES = "sequences.jsonl", "scores.jsonl"
@@ -36,28 +35,6 @@ POSITIONS = "positions.parquet"
 PROBE_TEXT = "Question: what is 1 + 1?"
 KL_NOTE = ("KL(reference || candidate) on the union of both top-k sets, each renormalized on it; a token "
            "outside one server's top-k takes that server's k-th log-probability (an upper bound)")
-
-
-class AgreeOptions(StrictModel):
-    """What to score and how: GSM8K questions [offset, offset + limit), continuation source, k."""
-
-    source: str = Field("answers", description="Continuation scored after each GSM8K prompt: answers (the "
-                        "reference answers) or greedy (the reference server's own).")
-    limit: int | None = Field(None, ge=1, description="Questions to score [all 1,319].")
-    offset: int = Field(0, ge=0, description="First test question.")
-    shot_seed: int = Field(DEFAULT_SHOT_SEED, description=GSM8KConfig.model_fields["shot_seed"].description)
-    max_new_tokens: int = Field(256, ge=1, description="Greedy continuation length (source greedy).")
-    top_k: int = Field(10, ge=2, le=20, description="Top-k returned at every position.")
-    tokenizer: PathText | None = Field(None, description="Local tokenizer folder of the served model "
-                                       "(default: the reference's model folder).")
-    request_timeout_s: float = Field(600.0, ge=1.0, description="Seconds a scoring request may take.")
-
-    @field_validator("source")
-    @classmethod
-    def _known_source(cls, source: str) -> str:
-        if source not in SOURCES:  # a SparkbenchError passes through validation as one line
-            raise SparkbenchError(f"unknown continuation source {source!r}; choose one of {', '.join(SOURCES)}")
-        return source
 
 
 def _manifest(http: httpx.Client, servers: dict[str, Server], options: AgreeOptions, workload: GSM8KWorkload,

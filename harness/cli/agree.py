@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from harness.agree.run import AgreeOptions
+from harness.agree.options import AgreeOptions
 from harness.cli.app import app
 from harness.cli.binding import Group, bind, given
 from harness.config import validated

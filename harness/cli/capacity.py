@@ -17,7 +17,7 @@ from harness.config import validated
 from harness.errors import SparkbenchError
 from harness.request import RunRequest, RunSwitches
 from harness.run.options import RECORDED, RunSettings
-from harness.sweep.capacity_dir import CapacitySettings
+from harness.sweep.capacity_settings import CapacitySettings
 from workloads.registry import WORKLOADS, WorkloadEntry
 
 capacity_app = typer.Typer(help="Search the highest arrival rate that keeps SLO attainment at a target.",

@@ -18,40 +18,20 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
-from pydantic import Field, model_validator
 
 from harness.analysis.rates import RATE_KEYS, rate_points
 from harness.analysis.run import Run
-from harness.config import PathText, StrictModel
 from harness.errors import SparkbenchError, describe_os_error
 from harness.records.rundir import git_commit, host_facts, utc_now, utc_stamp
 from harness.report.markup import as_text
 from harness.report.rate_plots import plot_capacity, plot_rates
 from harness.report.sweep_report import render_html, render_markdown
 from harness.sweep.capacity import Capacity, Trial, search
+from harness.sweep.capacity_settings import CapacitySettings
 from harness.sweep.record import CAPACITY_RECORD_VERSION, CapacityRecord, TrialEntry
 
 CAPACITY_MANIFEST = "capacity.json"
 RunTrial = Callable[[float, Path], Path]  # (rate, folder) -> the run directory it made there
-
-
-class CapacitySettings(StrictModel):
-    """How the search runs (the trial runs themselves are ordinary runs at each rate)."""
-
-    name: str = Field("capacity", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Start of the folder's name [capacity].")
-    results: PathText = Field(Path("results/capacity"), description="Folder that receives <name>-<time>/ [results/capacity].")
-    attainment: float = Field(0.99, gt=0.0, le=1.0, description="SLO attainment the capacity must keep [0.99 = 99%].")
-    tolerance: float = Field(0.10, gt=0.0, description="Stop bisecting when the bracket's high end is within "
-                             "this fraction of its low end [0.10 = 10%].")
-    floor_rps: float = Field(0.1, gt=0.0, description="Lowest arrival rate tried, requests/s [0.1].")
-    ceiling_rps: float = Field(10.0, gt=0.0, description="Highest arrival rate tried, requests/s [10].")
-    max_trials: int = Field(12, ge=3, description="Trial runs at most, the confirmation included [12].")
-
-    @model_validator(mode="after")
-    def _a_bracket(self) -> CapacitySettings:
-        if self.floor_rps >= self.ceiling_rps:
-            raise ValueError("--floor must be below --ceiling")
-        return self
 
 
 def trial_of(run_dir: Path, rate: float, role: str) -> Trial:
