@@ -34,7 +34,7 @@ def _meta_only(raw: bytes) -> dict[str, Any] | None:
         return None
     try:
         return _META.decode(raw[at + len(META_KEY):-1])
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # not this shape, or too deep: json_object says which
         return None
 
 

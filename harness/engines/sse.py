@@ -57,9 +57,12 @@ def run_streams(main: Coroutine[Any, Any, T]) -> T:
 
 
 def json_object(url: str, raw: bytes) -> dict[str, Any]:
-    """One chunk's JSON object, or MalformedStream."""
+    """One chunk's JSON object, or MalformedStream (also for JSON nested past the parser's depth,
+    and for the NaN and Infinity literals, which are not JSON)."""
     try:
         payload = _ANY.decode(raw)
+    except RecursionError as exc:
+        raise MalformedStream(f"{url} sent a chunk nested deeper than the parser takes: {raw[:120]!r}") from exc
     except msgspec.DecodeError as exc:
         payload = _with_lone_surrogates(raw)
         if payload is None:
@@ -71,13 +74,18 @@ def json_object(url: str, raw: bytes) -> dict[str, Any]:
 
 def _with_lone_surrogates(raw: bytes) -> Any:
     """`raw` decoded as JSON that escapes a lone surrogate (`"\\ud800"`: valid JSON, which msgspec
-    refuses), each one replaced by U+FFFD; None when it is not JSON at all."""
+    refuses), each one replaced by U+FFFD; None when it is not JSON at all (Python's reader takes
+    NaN and Infinity, which JSON has not)."""
     try:
-        text = json.loads(raw)
-    except (ValueError, RecursionError):
+        text = json.loads(raw, parse_constant=_not_json)
+        dumped = json.dumps(text, ensure_ascii=False)  # UTF-16 keeps each lone surrogate one code unit
+        return msgspec.json.decode(dumped.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
+    except (ValueError, RecursionError, msgspec.DecodeError):
         return None
-    dumped = json.dumps(text, ensure_ascii=False)  # UTF-16 keeps each lone surrogate one code unit
-    return msgspec.json.decode(dumped.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
+
+
+def _not_json(literal: str) -> Any:
+    raise ValueError(f"{literal} is not a JSON value")
 
 
 class _Connection(asyncio.Protocol):

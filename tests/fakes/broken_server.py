@@ -13,6 +13,8 @@ the requests whose arrival index is in `requests` (all when None) fail as `kind`
 - `lying_count`: a normal stream whose last chunk claims LIE_TOKENS completion tokens;
 - `echo_key`: `401` whose error body echoes the Authorization header it was sent;
 - `gzip`: `200` with a gzip-compressed event stream (`content-encoding: gzip`), never asked for;
+- `deep_json`, `nan_json`: a `data:` line the JSON parser cannot take (nested DEEP_NESTING deep;
+  a `NaN` literal, which Python's reader takes and JSON has not), then the stream ends;
 - `trickle`: every GET (facts, models, metrics) answers one byte every TRICKLE_GAP_S, for TRICKLE_FOR_S.
 """
 
@@ -32,11 +34,14 @@ from tests.fakes.stream_server import Script, _Handler, threaded
 
 NONE = "none"  # a breakage that breaks nothing: the plain scripted server
 BREAKAGES = ("truncated_json", "no_done", "disconnect", "http_503", "html_200", "keepalive", "short",
-             "lying_count", "echo_key", "gzip")
+             "lying_count", "echo_key", "gzip", "deep_json", "nan_json")
 LIE_TOKENS = 10**9
 TRICKLE_GAP_S, TRICKLE_FOR_S = 0.2, 20.0
 CHUNKS_BEFORE_BREAK = 3
 KEEPALIVE_FOR_S = 30.0
+DEEP_NESTING = 10_000
+UNPARSABLE_LINES = {"deep_json": b'data: {"meta_info": ' + b"[" * DEEP_NESTING + b"]" * DEEP_NESTING + b"}\n\n",
+                    "nan_json": b'data: {"text": "ab", "meta_info": {"completion_tokens": NaN}}\n\n'}
 
 
 @dataclass(frozen=True)
@@ -101,15 +106,20 @@ class _BrokenHandler(_Handler):
         if self._kind == "no_done" and payload == "[DONE]":
             return
         if self._kind == "truncated_json" and self._events > CHUNKS_BEFORE_BREAK:
-            line = b'data: {"text": "ab", "output_ids": [1, \n\n'
-            self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n0\r\n\r\n")
-            raise _Stop
+            self._last_line(b'data: {"text": "ab", "output_ids": [1, \n\n')
+        if self._kind in UNPARSABLE_LINES and self._events > CHUNKS_BEFORE_BREAK:
+            self._last_line(UNPARSABLE_LINES[self._kind])
         if self._kind == "disconnect" and self._events > CHUNKS_BEFORE_BREAK:
             self.connection.shutdown(socket.SHUT_RDWR)
             raise _Stop
         if self._kind == "lying_count" and isinstance(payload, dict):
             _lie(payload)
         super()._event(payload)
+
+    def _last_line(self, line: bytes) -> None:
+        """Send `line` as the stream's last chunk and end it."""
+        self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n0\r\n\r\n")
+        raise _Stop
 
     def _gzip(self) -> None:
         body = gzip.compress(b'data: {"text": "ab", "meta_info": {}}\n\ndata: [DONE]\n\n')
