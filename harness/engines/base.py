@@ -60,7 +60,10 @@ class StreamResult:
 
     def stamp_tokens(self, count: int, now: int) -> None:
         """A chunk arrived at `now` (perf_counter ns) with the server's running count `count`: kept
-        as a token arrival only if it brought new tokens."""
+        as a token arrival only if it brought new tokens. A count that is not a number (`"5"`) is a
+        chunk that breaks the protocol."""
+        if isinstance(count, bool) or not isinstance(count, (int, float)):
+            raise MalformedStream(f"a token count that is not a number: {str(count)[:40]!r}")
         if count <= self.tokens_so_far:
             return
         if self.first_token_ns is None:

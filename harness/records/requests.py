@@ -8,6 +8,7 @@ once, so a crash loses only the requests in flight. At the end the same rows are
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -75,9 +76,9 @@ class RequestRecord:
             workload=workload,
             engine=engine,
             api=api,
-            prompt_tokens=result.prompt_tokens,
-            completion_tokens=result.completion_tokens,
-            cached_tokens=result.cached_tokens,
+            prompt_tokens=stored_count(result.prompt_tokens),
+            completion_tokens=stored_count(result.completion_tokens),
+            cached_tokens=stored_count(result.cached_tokens),
             finish_reason=result.finish_reason,
             stream_mode=result.stream_mode,
             sent_unix_s=result.sent_unix_s,
@@ -85,8 +86,7 @@ class RequestRecord:
             first_token_ns=result.first_token_ns,
             last_token_ns=result.last_token_ns,
             end_ns=result.end_ns,
-            chunk_ns=result.chunk_ns,
-            chunk_tokens=result.chunk_tokens,
+            **stored_chunks(result.chunk_ns, result.chunk_tokens),
             prompt_text=prompt.text,
             output_text=result.text,
             output_ids=result.output_ids,
@@ -97,6 +97,25 @@ class RequestRecord:
             window=window,
             **outcome(result, prompt.sampling),
         )
+
+
+MAX_STORED_COUNT = 2**63 - 1  # the typed columns are 64-bit integers
+
+
+def stored_count(count: Any) -> int | None:
+    """A server's count as the typed column can hold it: a whole number from 0 to MAX_STORED_COUNT,
+    else None. A count outside that is a lie the record judged (`impossible_count`) and quotes in
+    its error message, so what the harness writes it can always read back."""
+    if not _whole_number(count):
+        return None
+    return int(count) if 0 <= count <= MAX_STORED_COUNT else None
+
+
+def stored_chunks(chunk_ns: list[int], chunk_tokens: list[Any]) -> dict[str, list[int]]:
+    """The chunk stamps and running counts up to the first count the typed column cannot hold."""
+    counts = [stored_count(count) for count in chunk_tokens]
+    kept = next((index for index, count in enumerate(counts) if count is None), len(counts))
+    return {"chunk_ns": chunk_ns[:kept], "chunk_tokens": counts[:kept]}
 
 
 def outcome(result: StreamResult, sampling: SamplingParams) -> dict[str, Any]:
@@ -126,15 +145,23 @@ def impossible_count(result: StreamResult, sampling: SamplingParams) -> str | No
     tokens than asked for, or more than bytes received (every token arrives in at least one byte).
     The metrics spread each chunk over its tokens, so a count believed unchecked could cost any
     amount of memory."""
-    claimed = max(result.completion_tokens or 0, result.tokens_so_far)
     counts = (result.completion_tokens, result.prompt_tokens, result.cached_tokens)
+    if not all(count is None or _whole_number(count) for count in (*counts, *result.chunk_tokens)):
+        return f"the server reported a token count that is not a whole number {counts}"
     if any(count is not None and count < 0 for count in counts):
         return f"the server reported a negative token count {counts}"
+    claimed = max(result.completion_tokens or 0, result.tokens_so_far)
     if claimed > sampling.max_new_tokens:
         return f"the server claims {claimed} tokens, more than the {sampling.max_new_tokens} asked for"
     if claimed > result.received_bytes:
         return f"the server claims {claimed} tokens in {result.received_bytes} bytes received"
     return None
+
+
+def _whole_number(count: Any) -> bool:
+    if isinstance(count, bool) or not isinstance(count, (int, float)):
+        return False
+    return isinstance(count, int) or (math.isfinite(count) and count.is_integer())
 
 
 COLUMNS = list(RequestRecord.__dataclass_fields__)
