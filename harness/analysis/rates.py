@@ -2,9 +2,9 @@
 Pure functions of a long summary whose rows are led by `configuration`, `workload` and
 `request_rate` (the rate asked for; a sweep's rate cells, or a capacity search's trials).
 
-A point: the rate asked, the offered rate (of the schedule drawn) and the achieved rate (of the
-actual sends), response TTFT and E2E p50 and p95 (from the due time), TPOT p50, output throughput,
-goodput (requests/s and output tokens/s meeting every SLO target) and SLO attainment with its 95%
+A point: the rate asked, the offered rate (of the schedule drawn), the achieved rate (of the
+actual sends), the completed rate (ok requests over first send to last end), response TTFT and
+E2E p50 and p95 (from the due time), TPOT p50, output throughput, goodput (requests/s and output tokens/s meeting every SLO target) and SLO attainment with its 95%
 interval; a figure the run did not measure (no SLO given) is NaN, shown as not measured.
 """
 
@@ -16,6 +16,7 @@ RATE_KEYS = ["configuration", "workload", "request_rate"]
 RATE_FIGURES = {
     "offered_rps": ("offered_rate_rps", "value"),
     "achieved_rps": ("achieved_rate_rps", "value"),
+    "completed_rps": ("completed_rate_rps", "value"),
     "response_ttft_p50_ms": ("response_ttft_ms", "p50"),
     "response_ttft_p95_ms": ("response_ttft_ms", "p95"),
     "response_e2e_p50_ms": ("response_e2e_ms", "p50"),

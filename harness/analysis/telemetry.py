@@ -14,6 +14,7 @@ import pandas as pd
 
 from harness.engines.registry import meta_reader
 from harness.engines.series import GENERATION_TOKENS, PREEMPTIONS, QUEUED, RUNNING, Series, by_role
+from harness.metrics.overload import overload_warning
 from harness.metrics.timeline import (
     NS_PER_S,
     counter_increase,
@@ -61,12 +62,24 @@ def _role(run: Run, role: str) -> pd.DataFrame:
 
 
 def queue_warning(run: Run) -> str | None:
-    """A batch-1 run during which the server had requests waiting: someone else was using it."""
+    """A batch-1 run during which the server had requests waiting: someone else was using it (an
+    open loop queues its own requests: `queue_growth`)."""
     queued = _role(run, QUEUED)
-    if run.concurrency != 1 or queued.empty or queued["value"].max() <= 0:
+    if run.concurrency != 1 or run.record.options.open_loop or queued.empty or queued["value"].max() <= 0:
         return None
     return (f"the server's queue held up to {queued['value'].max():.0f} requests during this batch-1 run "
             f"({_series(run)[QUEUED].metric}): another client was using the server")
+
+
+def queue_growth(run: Run) -> tuple[float, float] | None:
+    """An open loop's server queue (the queued gauge) averaged over the first and the last third of
+    the scrapes in the measured window; None without the series or with fewer than 6 scrapes."""
+    queued = _role(run, QUEUED)
+    if not run.record.options.open_loop or len(queued) < 6:
+        return None
+    values = queued.sort_values("t_ns")["value"].to_numpy(dtype=float)
+    third = len(values) // 3
+    return float(values[:third].mean()), float(values[-third:].mean())
 
 
 def preemption_warning(run: Run) -> str | None:
@@ -121,9 +134,11 @@ def throughput_warning(run: Run) -> str | None:
 
 
 def telemetry_warnings(run: Run) -> list[str]:
-    """Every warning the sampled server metrics and GPU state raise for the run."""
+    """Every warning the sampled server metrics and GPU state raise for the run, and an open loop
+    that overloaded its server (`harness.metrics.overload`: the queued gauge where it was sampled,
+    else the records alone)."""
     return [w for w in (queue_warning(run), preemption_warning(run), throttle_warning(run),
-                        throughput_warning(run)) if w]
+                        throughput_warning(run), overload_warning(run.judged, queue_growth(run))) if w]
 
 
 def in_flight_check(run: Run) -> pd.DataFrame:

@@ -115,6 +115,8 @@ RUN_VALUES = (
        headline=("value",)),
     _r("achieved_rate_rps", "req/s", HIGHER, "open loop: requests over the span of their actual sends",
        headline=("value",)),
+    _r("completed_rate_rps", "req/s", HIGHER, "ok requests over first send to last end (request throughput)",
+       headline=("value",)),
     _r("requests_late", "count", LOWER, f"open loop: requests sent over {LAG_WARNING_MS:g} ms after their "
        "scheduled time"),
 )

@@ -21,6 +21,7 @@ from harness.metrics.values import elapsed_ms, floats
 MEASURED = "measured"  # the window of a request that counts (others: warmup, cooldown)
 LAG_WARNING_MS = 10.0  # a request sent this much after its due time is late ...
 LAG_WARNING_SHARE = 0.05  # ... and a run with more than this share of late requests fell behind
+RATE_SHORTFALL = 0.02  # a send rate this far under the offered one is a lighter load than asked
 
 
 def scheduled(df: pd.DataFrame) -> pd.Series:
@@ -79,13 +80,24 @@ def achieved_rate_rps(df: pd.DataFrame) -> float:
     return _rate(np.where(np.isfinite(due), floats(df["sent_ns"]), np.nan))
 
 
+def completed_rate_rps(df: pd.DataFrame) -> float:
+    """Completion rate, requests/s: ok requests / (last end_ns - first sent_ns of the ok requests),
+    SGLang's and vLLM's request throughput (completed / duration). A server that keeps up completes
+    about what was offered; one that does not completes at its own pace while its queue grows."""
+    ok = df[df["status"].fillna("ok") == "ok"] if "status" in df.columns else df
+    sent, end = floats(ok["sent_ns"]), floats(ok["end_ns"])
+    if not len(ok) or not np.isfinite(end).any() or np.nanmax(end) <= np.nanmin(sent):
+        return math.nan
+    return len(ok) / ((np.nanmax(end) - np.nanmin(sent)) / 1e9)
+
+
 def load_values(df: pd.DataFrame) -> dict[str, float]:
-    """offered_rate_rps, achieved_rate_rps, and requests_late: requests sent more than
-    LAG_WARNING_MS after their due time (NaN for a closed loop)."""
+    """offered_rate_rps, achieved_rate_rps, requests_late (requests sent more than LAG_WARNING_MS
+    after their due time; these three NaN for a closed loop) and completed_rate_rps (any run)."""
     lag = send_lag_ms(df)
     late = float((lag > LAG_WARNING_MS).sum()) if np.isfinite(lag).any() else math.nan
     return {"offered_rate_rps": offered_rate_rps(df), "achieved_rate_rps": achieved_rate_rps(df),
-            "requests_late": late}
+            "completed_rate_rps": completed_rate_rps(df), "requests_late": late}
 
 
 def lag_warning(df: pd.DataFrame) -> str | None:
@@ -100,5 +112,14 @@ def lag_warning(df: pd.DataFrame) -> str | None:
     stats = describe(lag)
     return (f"the client fell behind its arrival schedule: {late} of {len(lag)} requests sent more than "
             f"{LAG_WARNING_MS:g} ms late (send lag p50 {stats['p50']:.1f} ms, p90 {stats['p90']:.1f} ms, "
-            f"p99 {stats['p99']:.1f} ms, max {stats['max']:.1f} ms); the load offered was lighter than "
-            "asked, and response times (from the due time) exceed service times")
+            f"p99 {stats['p99']:.1f} ms, max {stats['max']:.1f} ms); {_lag_effect(df)}")
+
+
+def _lag_effect(df: pd.DataFrame) -> str:
+    """What the lag did to the load: a lighter one only when fewer were sent per second than offered."""
+    offered, achieved = offered_rate_rps(df), achieved_rate_rps(df)
+    if achieved < (1 - RATE_SHORTFALL) * offered:
+        return (f"the load sent ({achieved:.3g} req/s) was lighter than offered ({offered:.3g} req/s), and "
+                "response times (from the due time) exceed service times")
+    return (f"the rate held ({achieved:.3g} req/s sent, {offered:.3g} offered), but response times (from the "
+            "due time) exceed service times by the lag")

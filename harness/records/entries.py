@@ -91,10 +91,19 @@ class RecordedOptions(Entry):
 
     concurrency: int | float | None = None
     slo: str | None = None
+    request_rate: int | float | None = None
+    schedule: str | None = None
+    max_concurrency: int | None = None
+    arrival_seed: int | None = None
 
     @property
     def concurrency_count(self) -> int | None:
         return None if self.concurrency is None else int(self.concurrency)
+
+    @property
+    def open_loop(self) -> bool:
+        """Sent on an arrival schedule (drawn at a rate, or replayed), not a fixed number in flight."""
+        return self.request_rate is not None or self.schedule is not None
 
 
 class Credentials(Entry):

@@ -16,7 +16,8 @@ from harness.records.rundir import SCALE_LABEL
 from harness.report.plots import new_figure, save
 
 RATE_CAPTIONS = {
-    "rate_achieved": "Achieved against offered arrival rate (the diagonal: the client kept its schedule)",
+    "rate_achieved": "Sent and completed against offered arrival rate (sent on the diagonal: the client kept its "
+                     "schedule; completed below it: the server did not keep up)",
     "rate_latency": "Response TTFT and E2E (from the scheduled send) p50 and p95, and TPOT p50, by offered rate",
     "rate_goodput": "Goodput (requests/s meeting every SLO target) and SLO attainment with 95% intervals, "
                     "by offered rate",
@@ -46,8 +47,10 @@ def plot_achieved(points: pd.DataFrame, out_dir: Path, reduced: bool) -> list[Pa
     top = float(np.nanmax(points[["request_rate", "achieved_rps"]].to_numpy(dtype=float)))
     ax.plot([0, top], [0, top], color="#999", linewidth=0.8, linestyle=":", label="achieved = offered")
     for name, curve in _curves(points):
-        ax.plot(curve["request_rate"], curve["achieved_rps"], marker="o", label=name)
-    _finish(fig, ax, "offered rate, asked (req/s)", "achieved rate (req/s)", reduced)
+        line, = ax.plot(curve["request_rate"], curve["achieved_rps"], marker="o", label=f"{name} sent")
+        ax.plot(curve["request_rate"], curve["completed_rps"], marker="s", linestyle="--", color=line.get_color(),
+                label=f"{name} completed")
+    _finish(fig, ax, "offered rate, asked (req/s)", "sent and completed rate (req/s)", reduced)
     return save(fig, out_dir, "rate_achieved")
 
 

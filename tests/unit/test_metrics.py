@@ -49,7 +49,7 @@ EXPECTED_RUN_VALUES = {
     "requests_ok", "requests_failed", "error_rate", "errors_disconnected", "errors_http_status",
     "errors_malformed_chunk", "errors_no_done", "errors_timeout", "errors_first_token_timeout", "errors_aborted",
     "errors_no_tokens", "errors_short_output", "errors_impossible_count", "offered_rate_rps", "achieved_rate_rps",
-    "requests_late",
+    "completed_rate_rps", "requests_late",
 }
 EXPECTED_CORRECTNESS = {
     "correct_answers", "accuracy", "tokens_per_correct_answer", "seconds_per_correct_answer",

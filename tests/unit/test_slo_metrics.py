@@ -48,11 +48,12 @@ def test_response_time_is_lag_plus_service_time():
     assert derived["response_e2e_ms"].tolist() == pytest.approx(derived["send_lag_ms"] + derived["e2e_ms"])
 
 
-def test_a_closed_loop_has_no_response_times_and_no_rates():
+def test_a_closed_loop_has_no_response_times_and_no_schedule_rates_but_a_completion_rate():
     derived = derive_requests(to_frame([build_record(seq=i, sent_ms=10.0 * i) for i in range(3)]))
     assert derived["send_lag_ms"].isna().all() and derived["response_e2e_ms"].isna().all()
     values = load_values(derived)
-    assert all(math.isnan(v) for v in values.values())
+    assert all(math.isnan(v) for name, v in values.items() if name != "completed_rate_rps")
+    assert values["completed_rate_rps"] == pytest.approx(3 / 0.101)  # first sent at 0 ms, every one ended at 101 ms
     assert lag_warning(derived) is None
 
 

@@ -86,6 +86,16 @@ def test_a_queue_at_concurrency_four_or_outside_the_window_is_no_warning(tmp_pat
     assert telemetry_warnings(Run.load(write_run(tmp_path / "b", [one_stream()], concurrency=4, scrapes=busy))) == []
 
 
+def test_an_open_loop_whose_server_queue_grows_is_overloaded_not_shared(tmp_path):
+    scrapes = [(ms, "queued", value) for ms, value in zip(range(0, 1001, 125), [0, 0, 1, 2, 3, 5, 6, 8, 9])]
+    path = write_run(tmp_path / "r", [one_stream()], scrapes=scrapes)
+    manifest = json.loads((path / "manifest.json").read_text())
+    (path / "manifest.json").write_text(json.dumps(manifest | {"options": {"concurrency": 1, "request_rate": 8.0}}))
+    warnings = telemetry_warnings(Run.load(path))
+    assert len(warnings) == 1 and "the server's queue grew from 0.3 requests waiting" in warnings[0]
+    assert "did not keep up with the load offered" in warnings[0]
+
+
 def test_preemptions_during_the_measured_requests_warn(tmp_path):
     scrapes = [(-400.0, "preemptions", 1.0), (-1.0, "preemptions", 2.0), (500.0, "preemptions", 2.0),
                (1001.0, "preemptions", 5.0)]

@@ -1,0 +1,68 @@
+"""An open loop against a server that cannot keep up, on made-up records: the completion rate beside
+the send rate, and the overload warning from the records (completions short of arrivals, TTFT rising)
+or from the server's queued gauge; a server that keeps up raises none. And the lag warning says the
+load was lighter only when fewer requests were sent per second than were offered."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.metrics import derive_requests, summarize
+from harness.metrics.load import lag_warning
+from harness.metrics.overload import overload_warning
+from tests.unit.conftest import build_record, to_frame
+from tests.unit.test_slo_metrics import due
+
+GAP_MS = 50.0  # 20 requests/s offered
+
+
+def fifo_records(count: int, service_ms: float) -> list:
+    """`count` requests due GAP_MS apart, each sent on time to a one-at-a-time FIFO server that takes
+    `service_ms`: request i starts when it is due or when request i - 1 ends, whichever is later."""
+    records, free_at = [], 0.0
+    for i in range(count):
+        start = max(i * GAP_MS, free_at)
+        free_at = start + service_ms
+        record = build_record(chunks=[(free_at - 1.0, 1)], sent_ms=i * GAP_MS, end_ms=free_at, seq=i)
+        records.append(due(record, i * GAP_MS))
+    return records
+
+
+def test_an_overloaded_server_completes_at_its_own_pace_and_is_called_out():
+    table = to_frame(fifo_records(120, service_ms=100.0))  # 10 req/s of the 20 offered
+    derived, summary = derive_requests(table), summarize(table, "r", "synthetic")
+    values = summary[summary["stat"] == "value"].set_index("metric")["value"]
+    assert values["achieved_rate_rps"] == pytest.approx(20.0)  # the client sent on schedule
+    assert values["completed_rate_rps"] == pytest.approx(120 / 12.0)  # the last ended at 12 s
+    warning = overload_warning(derived)
+    assert warning.startswith("the server did not keep up with the load offered")
+    assert "requests completed of the 60 due" in warning and "response TTFT p50 rose" in warning
+
+
+def test_a_server_that_keeps_up_raises_no_overload_warning():
+    derived = derive_requests(to_frame(fifo_records(120, service_ms=30.0)))
+    assert overload_warning(derived) is None
+
+
+def test_the_servers_queued_gauge_stands_for_the_ttft_trend():
+    keeps_up = derive_requests(to_frame(fifo_records(120, service_ms=30.0)))
+    assert "the server's queue grew from 0.5 requests" in overload_warning(keeps_up, server_queue=(0.5, 6.0))
+    assert overload_warning(keeps_up, server_queue=(1.0, 2.5)) is None  # a queue that wanders, not grows
+
+
+def test_a_run_too_short_to_judge_raises_no_overload_warning():
+    assert overload_warning(derive_requests(to_frame(fifo_records(30, service_ms=100.0)))) is None
+
+
+def test_late_sends_that_kept_the_rate_do_not_claim_a_lighter_load():
+    records = [due(build_record(chunks=[(i * 100 + lag + 20, 1)], sent_ms=i * 100 + lag, seq=i), i * 100)
+               for i, lag in enumerate([0.0] * 5 + [40.0] * 5 + [0.0] * 10)]
+    warning = lag_warning(derive_requests(to_frame(records)))
+    assert "5 of 20 requests sent more than 10 ms late" in warning
+    assert "lighter" not in warning and "the rate held" in warning
+
+
+def test_late_sends_that_lowered_the_rate_say_the_load_was_lighter():
+    records = [due(build_record(chunks=[(i * 100 + 300 + 20, 1)], sent_ms=i * 100 + 300 * (i >= 10), seq=i),
+                   i * 100) for i in range(20)]
+    assert "was lighter than offered" in lag_warning(derive_requests(to_frame(records)))
