@@ -18,11 +18,40 @@ import httpx
 
 CONTROL_DEADLINE_S = 60.0  # a fact, a counter scrape or a cache flush; none takes a minute
 CONNECT_TIMEOUT_S = 5.0
+# The largest control-plane answer, as inflated: a server's facts or a /metrics page is KBs to a
+# few MB, and a compressed answer (1 MB of gzip can inflate to 1 GiB) is read only this far.
+MAX_ANSWER_BYTES = 16 * 2**20
 T = TypeVar("T")
 
 
 class DeadlineExceeded(httpx.TimeoutException):
     """The whole request took longer than its deadline."""
+
+
+class AnswerTooLarge(httpx.DecodingError):
+    """The answer (as inflated, when it came compressed) is larger than MAX_ANSWER_BYTES."""
+
+
+def _grown(body: bytearray, piece: bytes, url: str) -> None:
+    """Append `piece` to `body`, or AnswerTooLarge once the body would pass MAX_ANSWER_BYTES
+    (pieces are inflated one network read at a time, so no more than one read's worth is held
+    past the limit)."""
+    if len(body) + len(piece) > MAX_ANSWER_BYTES:
+        raise AnswerTooLarge(f"{url} answered more than {MAX_ANSWER_BYTES // 2**20} MiB (inflated)")
+    body += piece
+
+
+async def bounded_request(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    """`client.request`, its body read only up to MAX_ANSWER_BYTES: the answer with its body
+    inflated (no content-encoding left), or AnswerTooLarge."""
+    async with client.stream(method, url, **kwargs) as resp:
+        body = bytearray()
+        async for piece in resp.aiter_bytes():
+            _grown(body, piece, url)
+    headers = [(name, value) for name, value in resp.headers.multi_items()
+               if name.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+    return httpx.Response(resp.status_code, headers=headers, content=bytes(body), request=resp.request,
+                          extensions=resp.extensions)
 
 
 async def within(deadline_s: float, url: str, call: Awaitable[T]) -> T:
@@ -45,10 +74,14 @@ class BoundedClient:
         self._client = httpx.AsyncClient(timeout=timeout, headers=headers, transport=transport)
 
     def get(self, url: str, **kwargs: Any) -> httpx.Response:
-        return self._loop.run_until_complete(within(self.deadline_s, url, self._client.get(url, **kwargs)))
+        return self._request("GET", url, **kwargs)
 
     def post(self, url: str, **kwargs: Any) -> httpx.Response:
-        return self._loop.run_until_complete(within(self.deadline_s, url, self._client.post(url, **kwargs)))
+        return self._request("POST", url, **kwargs)
+
+    def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        answer = bounded_request(self._client, method, url, **kwargs)
+        return self._loop.run_until_complete(within(self.deadline_s, url, answer))
 
     def close(self) -> None:
         self._loop.run_until_complete(self._client.aclose())
@@ -64,13 +97,13 @@ class BoundedClient:
 def get_within(http: httpx.Client, url: str, deadline_s: float) -> tuple[int, str]:
     """GET `url` with a synchronous client, for callers already on a running event loop (where
     `BoundedClient` cannot run its own): (status, text), or DeadlineExceeded once the body has
-    taken longer than `deadline_s`. Checked as each piece arrives, so a trickle ends at most one
-    read timeout past the deadline."""
+    taken longer than `deadline_s`, or AnswerTooLarge past MAX_ANSWER_BYTES. Checked as each piece
+    arrives, so a trickle ends at most one read timeout past the deadline."""
     ends = time.monotonic() + deadline_s
     with http.stream("GET", url) as resp:
         body = bytearray()
         for piece in resp.iter_bytes():
-            body += piece
+            _grown(body, piece, url)
             if time.monotonic() > ends:
                 raise DeadlineExceeded(f"{url} gave no complete answer within {deadline_s:g} s")
         return resp.status_code, body.decode(resp.encoding or "utf-8", errors="replace")

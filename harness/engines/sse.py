@@ -32,7 +32,7 @@ from harness.engines.base import (
     ServerUnreachable,
     StreamResult,
 )
-from harness.engines.control import CONTROL_DEADLINE_S, within
+from harness.engines.control import CONTROL_DEADLINE_S, bounded_request, within
 from harness.engines.wire import EventStreamReader
 
 DONE = object()  # sentinel yielded for `data: [DONE]`
@@ -164,11 +164,11 @@ class Session:
 
     async def get(self, url: str, **kwargs: Any) -> httpx.Response:
         """A control-plane GET, ended at its total deadline (`harness.engines.control`)."""
-        return await within(CONTROL_DEADLINE_S, url, self.control.get(url, **kwargs))
+        return await within(CONTROL_DEADLINE_S, url, bounded_request(self.control, "GET", url, **kwargs))
 
     async def post(self, url: str, **kwargs: Any) -> httpx.Response:
         """A control-plane POST, ended at its total deadline."""
-        return await within(CONTROL_DEADLINE_S, url, self.control.post(url, **kwargs))
+        return await within(CONTROL_DEADLINE_S, url, bounded_request(self.control, "POST", url, **kwargs))
 
     async def __aenter__(self) -> Session:
         return self
