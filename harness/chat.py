@@ -27,10 +27,14 @@ from harness.spec import Prompt, SamplingParams
 TEMPLATE_FILE = "chat_template.jinja"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 TURN_SEPARATOR = "/turn"  # prompt ids of later turns: `<first turn's id>/turn2`, `/turn3`, ...
+# A rendered conversation longer than this is a template gone wrong (a loop over a huge range),
+# not a prompt: rendering stops there instead of filling memory.
+MAX_RENDERED_CHARS = 4 * 2**20
 
 
 @lru_cache(maxsize=8)
 def _compiled(source: str):
+    from jinja2 import TemplateSyntaxError
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     def raise_exception(message: str) -> None:
@@ -38,7 +42,10 @@ def _compiled(source: str):
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     env.globals["raise_exception"] = raise_exception
-    return env.from_string(source)
+    try:
+        return env.from_string(source)
+    except TemplateSyntaxError as exc:
+        raise SparkbenchError(f"the chat template is not valid Jinja: {exc.message} (line {exc.lineno})") from exc
 
 
 def _token_text(value: Any) -> str:
@@ -68,9 +75,24 @@ def load_template(folder: str | Path) -> dict[str, str]:
 
 
 def render(template: dict[str, str], messages: list[dict[str, str]]) -> str:
-    """The conversation as the model reads it, ending with the assistant's turn opened."""
-    return _compiled(template["source"]).render(messages=messages, add_generation_prompt=True,
-                                                bos_token=template["bos_token"], eos_token=template["eos_token"])
+    """The conversation as the model reads it, ending with the assistant's turn opened; a template
+    that fails as it renders (an undefined call, a range the sandbox refuses, more than
+    MAX_RENDERED_CHARS of text) is a one-line error."""
+    from jinja2 import TemplateError
+
+    pieces = _compiled(template["source"]).generate(messages=messages, add_generation_prompt=True,
+                                                    bos_token=template["bos_token"], eos_token=template["eos_token"])
+    rendered, length = [], 0
+    try:
+        for piece in pieces:
+            length += len(piece)
+            if length > MAX_RENDERED_CHARS:
+                raise SparkbenchError(f"the chat template renders more than {MAX_RENDERED_CHARS} characters "
+                                      "for one conversation")
+            rendered.append(piece)
+    except (TemplateError, OverflowError, TypeError, ValueError) as exc:
+        raise SparkbenchError(f"the chat template failed to render: {type(exc).__name__}: {exc}") from exc
+    return "".join(rendered)
 
 
 def conversation_prompt(prompt_id: str, sampling: SamplingParams, turns: list[str], template: dict[str, str] | None,

@@ -69,6 +69,8 @@ def checked_url(url: str) -> str:
         raise SparkbenchError(f"--server {redact(url)} is not a valid URL ({exc})") from exc
     if parsed.scheme not in ("http", "https") or not parsed.host:
         raise SparkbenchError(f"--server {redact(url)} is not an http(s) URL with a host")
+    if parsed.port is not None and not 0 < parsed.port < 2**16:
+        raise SparkbenchError(f"--server {redact(url)}: port {parsed.port} is not a TCP port (1 to 65535)")
     remember_url(url)
     return url.rstrip("/")
 

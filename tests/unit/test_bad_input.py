@@ -130,3 +130,9 @@ def test_the_context_is_read_where_each_api_states_it(snapshot, context):
 def test_deadlines_that_cannot_be_are_refused(flag, value):
     done = sparkbench("run", "gsm8k", "--server", "http://127.0.0.1:9", flag, value, cwd=Path.cwd())
     assert "greater than" in one_line_error(done)  # refused before the server is asked
+
+
+@pytest.mark.parametrize("port", ["99999", "0"])
+def test_a_port_that_is_not_a_tcp_port_is_one_line(port):
+    done = sparkbench(*GSM8K, "--server", f"http://127.0.0.1:{port}", cwd=Path.cwd())
+    assert f"port {port} is not a TCP port" in one_line_error(done)

@@ -137,3 +137,16 @@ def test_a_resumed_run_sends_again_every_conversation_with_a_turn_missing(tmp_pa
     backend = EchoBackend()
     _execute(tmp_path, backend, done=frozenset({"c0", "c0/turn2", "c1"}))
     assert [pid for pid, _ in backend.sent] == ["c0", "c0/turn2", "c0/turn3", "c2"]
+
+
+@pytest.mark.parametrize(("source", "said"), [
+    ("{% for m in messages %}{{ m['content'] }}", "not valid Jinja"),
+    ("{% for i in range(10**9) %}x{% endfor %}", "Range too big"),
+    ("{% for i in range(99999) %}{% for j in range(99999) %}turn{% endfor %}{% endfor %}", "renders more than"),
+    ("{{ messages[0].content.no_such_method() }}", "failed to render"),
+])
+def test_a_template_that_cannot_render_is_a_one_line_error(source, said):
+    template = {"source": source, "bos_token": "", "eos_token": ""}
+    with pytest.raises(SparkbenchError, match=said) as caught:
+        render(template, [{"role": "user", "content": "hi"}])
+    assert "\n" not in str(caught.value)
