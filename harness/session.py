@@ -34,6 +34,7 @@ from harness.run.label import default_label
 from harness.run.options import RECORDED
 from harness.run.resume import check_same_spec, done_prompts, resumed_options
 from harness.run.runner import RunAborted, RunOptions, execute, snapshot_server
+from harness.run.schedule_check import check_schedule
 from harness.run.target import Target, backend_for, target_server
 from harness.secrets import api_key, redact
 from workloads import Plan, WorkloadConfig
@@ -50,6 +51,7 @@ def run(request: RunRequest, target: Target | None = None, repeat: dict[str, Any
     """Build and run `request` on `target` (default: the server the request names, for this run);
     `repeat` is the manifest's record of which repetition this run is (`run_repeated`)."""
     config = workload_config(request)  # a bad option fails before any server starts
+    check_schedule(request.options)
     with ExitStack() as stack:
         target = target or stack.enter_context(open_target(request.target))
         backend = backend_for(target, request.target.backend, chat=config.wants_chat(),
@@ -64,6 +66,7 @@ def run_repeated(request: RunRequest) -> list[Run]:
     if request.repeat == 1:
         return [run(request)]
     workload_config(request)  # a bad option fails before any server starts
+    check_schedule(request.options)
     group = new_run_id(f"repeat{request.repeat}")
     with open_target(request.target) as target:
         return [run(request, target, repeat_entry(group, index, request.repeat))

@@ -136,3 +136,29 @@ def test_deadlines_that_cannot_be_are_refused(flag, value):
 def test_a_port_that_is_not_a_tcp_port_is_one_line(port):
     done = sparkbench(*GSM8K, "--server", f"http://127.0.0.1:{port}", cwd=Path.cwd())
     assert f"port {port} is not a TCP port" in one_line_error(done)
+
+
+BAD_SCHEDULES = {  # file text -> what the one line says
+    "-1\n2\n": "is not a finite number >= 0",
+    "1\n3\n2\n": "comes before the one above it",
+    "1\nsoon\n": "'soon' is not a number of seconds",
+    "1\n1000000000000\n": "make a run longer than 7 days",
+}
+
+
+@pytest.mark.parametrize("text", sorted(BAD_SCHEDULES))
+def test_a_bad_schedule_is_refused_before_the_server_is_asked(text, tmp_path):
+    schedule = tmp_path / "schedule.csv"
+    schedule.write_text(text)
+    done = sparkbench(*GSM8K, "--server", "http://127.0.0.1:9", "--schedule", str(schedule),
+                      "--results", str(tmp_path / "results"), cwd=Path.cwd())
+    assert BAD_SCHEDULES[text] in one_line_error(done)
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_schedule_with_no_offset_within_the_duration_is_refused(tmp_path):
+    schedule = tmp_path / "schedule.csv"
+    schedule.write_text("120\n130\n")
+    done = sparkbench(*GSM8K, "--server", "http://127.0.0.1:9", "--schedule", str(schedule), "--duration", "60s",
+                      cwd=Path.cwd())
+    assert "no offset within --duration 60 s" in one_line_error(done)
