@@ -17,7 +17,7 @@ from harness.engines.registry import engine_named
 from harness.errors import SparkbenchError
 from harness.guard.profiles import Profile, load_profile
 from harness.run.server import LaunchSpec, ManagedServer, PortTaken, free_port
-from harness.testbed import llamacpp
+from harness.testbed import llamacpp, real_model
 from harness.testbed.envs import MODEL_VARIANTS, TESTBED_DIR, cache_root, ensure_model, env_python
 
 STANDIN_DIR = TESTBED_DIR / "sgl_kernel_cpu"
@@ -72,9 +72,21 @@ def _draft_args(profile: Profile, draft_model_dir: Path | None) -> list[str]:
     return [DRAFT_MODEL_FLAG, str(draft_model_dir)]
 
 
-def _model_folder(name: str) -> Path:
-    """A test-bed model by name (built on first use), else a model folder's path."""
+def _model_folder(name: str, engine: str = "sglang") -> Path:
+    """A test-bed model by name (built or fetched on first use; the real model in the form `engine`
+    serves), else a model folder's path."""
+    if name == real_model.MODEL_NAME:
+        return real_model.ensure_real_gguf() if engine in NATIVE_TESTBEDS else real_model.ensure_real_hf()
     return ensure_model(name) if name in MODEL_VARIANTS else Path(name)
+
+
+def _default_model(profile: Profile) -> Path:
+    """The profile's test-bed model: the one it names, else the engine's form of the tiny model."""
+    if profile.launch.model:
+        return _model_folder(profile.launch.model, profile.engine)
+    if profile.engine in NATIVE_TESTBEDS:
+        return NATIVE_TESTBEDS[profile.engine][1]()
+    return ensure_model("tiny")
 
 
 def _standin_pythonpath(profile: Profile, standin_dir: Path | None) -> str:
@@ -91,9 +103,9 @@ def embedded_launch(profile_name: str = DEFAULT_PROFILE, model_dir: Path | None 
     names is passed along. Entering the ManagedServer starts it (unless started already), waits
     until it is healthy, and leaving it stops it."""
     profile = load_profile(profile_name)
-    program, default_model = NATIVE_TESTBEDS.get(
-        profile.engine, (lambda: env_python(profile.engine), lambda: ensure_model(profile.launch.model or "tiny")))
-    model = Path(model_dir) if model_dir else default_model()
+    program = NATIVE_TESTBEDS[profile.engine][0] if profile.engine in NATIVE_TESTBEDS else (
+        lambda: env_python(profile.engine))
+    model = Path(model_dir) if model_dir else _default_model(profile)
     draft = _model_folder(profile.launch.draft_model) if profile.launch.draft_model else None
     port = free_port()
     spec = launch_spec(profile, model_dir=model, port=port, env_python=program(), standin_dir=STANDIN_DIR,

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from harness.errors import SparkbenchError
+from harness.testbed import downloads
 from harness.testbed.envs import MARKER, TESTBED_DIR, cache_root, ensure_model, env_python, model_dir
 
 SDIST_NAME = "llama-cpp-python"
@@ -67,35 +68,11 @@ def require_server() -> Path:
     return server_binary()
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def uv_executable() -> Path:
-    """The uv that made the environments: on PATH, else the release `make setup` bootstrapped into
-    the cache (`tools/uv-VERSION`)."""
-    found = shutil.which("uv") or next(iter(sorted((cache_root() / "tools").glob("uv-*/bin/uv"), reverse=True)), None)
-    if found is None:
-        raise SparkbenchError("uv is not installed; run `make setup` first")
-    return Path(found)
-
-
 def fetch_sdist() -> Path:
-    """Download the pinned sdist once, with pip run by uv (`uv tool run`: a uv environment has no pip
-    of its own, and pip reads the machine's configured indexes); check its hash."""
-    folder = cache_root() / "downloads"
-    archive = folder / f"{SDIST_NAME.replace('-', '_')}-{SDIST_VERSION}.tar.gz"
-    if not archive.exists():
-        subprocess.run([str(uv_executable()), "tool", "run", "--quiet", "--from", "pip", "pip", "download", "--quiet",
-                        "--disable-pip-version-check", "--no-deps", "--no-binary", ":all:",
-                        f"{SDIST_NAME}=={SDIST_VERSION}", "-d", str(folder)], check=True)
-    if _sha256(archive) != SDIST_SHA256:
-        raise SparkbenchError(f"{archive} does not match the pinned sha256 {SDIST_SHA256}; delete it and retry")
-    return archive
+    """The pinned llama-cpp-python sdist, downloaded once and checked against its hash."""
+    filename = f"{SDIST_NAME.replace('-', '_')}-{SDIST_VERSION}.tar.gz"
+    return downloads.fetch_pinned(cache_root(), f"{SDIST_NAME}=={SDIST_VERSION}", filename, SDIST_SHA256,
+                                "--no-binary", ":all:")
 
 
 def extract_vendored(archive: Path, dest: Path) -> None:

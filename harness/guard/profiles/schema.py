@@ -34,7 +34,7 @@ class LaunchFile(StrictModel):
     args: list[Text] = []
     env: dict[str, Text] = {}
     cpu_kernel_standin: bool = False
-    model: Text | None = None  # test-bed model served when no model is given: tiny | bigram | wrong-draft
+    model: Text | None = None  # test-bed model served when no model is given: tiny | bigram | wrong-draft | smollm2 (real)
     draft_model: Text | None = None  # speculative draft: a test-bed model name or a path (sglang only)
 
 

@@ -1,0 +1,62 @@
+"""`sparkbench gap`: the synthetic-vs-GSM8K gap taken apart by cause (content, sampling, length)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli.app import app
+
+# Profiles of the real test-bed model, per engine: (plain, n-gram speculation).
+ENGINE_PROFILES = {"llamacpp": ("llamacpp-cpu-real", "llamacpp-cpu-real-ngram"),
+                   "sglang": ("cpu-real", "cpu-real-ngram"), "vllm": ("vllm-cpu-real", "vllm-cpu-real-ngram")}
+
+
+@app.command("gap")
+def gap(
+    engine: Annotated[str, typer.Option(help="Engine whose real-model profiles are launched when no --plain/--spec: "
+                                             f"{', '.join(ENGINE_PROFILES)}.")] = "llamacpp",
+    plain: Annotated[str | None, typer.Option(help="Base URL of a running plain server (with --spec).")] = None,
+    spec: Annotated[str | None, typer.Option(help="Base URL of the same engine and model speculating.")] = None,
+    contents: Annotated[str, typer.Option(help="Comma list of contents: synthetic, gsm8k, specbench:TASK (translation, "
+                                               "summarization, qa, math_reasoning, rag), or all.")] = "all",
+    prompts: Annotated[int, typer.Option(min=1, help="Prompts per content (the same ones in its four cells).")] = 6,
+    fixed_tokens: Annotated[int, typer.Option(min=2, help="Output tokens of a fixed-length cell (ignore_eos).")] = 128,
+    natural_cap: Annotated[int, typer.Option(min=2, help="Token cap of a natural-length cell.")] = 512,
+    synthetic_input_tokens: Annotated[int, typer.Option(min=2, help="Prompt tokens of the synthetic content.")] = 512,
+    seed: Annotated[int, typer.Option(help="Seed of the synthetic prompts and of the sampled requests.")] = 0,
+    results: Annotated[Path, typer.Option(help="Folder that receives gap-<id>/.")] = Path("results/gap"),
+) -> None:
+    """Speculation's gain taken apart: every (content x sampling x length) cell on a plain and a speculative
+    server of one engine; accept length and decode speed-up per cell with paired intervals, and the change
+    from the synthetic corner to the GSM8K corner attributed to each cause (docs/gap.md)."""
+    from contextlib import ExitStack
+
+    from harness.errors import SparkbenchError
+    from harness.gap.analysis import analyse, load_cells
+    from harness.gap.design import CONTENTS, Lengths
+    from harness.gap.outputs import attribution_markdown, cells_markdown, write_outputs
+    from harness.gap.run import GapSettings, held_targets, load_design, run_design
+
+    chosen = CONTENTS if contents == "all" else tuple(c.strip() for c in contents.split(",") if c.strip())
+    unknown = [c for c in chosen if c not in CONTENTS]
+    if unknown or not chosen:
+        raise SparkbenchError(f"--contents: unknown {', '.join(unknown) or 'none given'}; choose from "
+                              f"{', '.join(CONTENTS)} or all")
+    if (plain is None) != (spec is None):
+        raise SparkbenchError("give both --plain and --spec, or neither (then --engine's profiles are launched)")
+    if engine not in ENGINE_PROFILES:
+        raise SparkbenchError(f"--engine {engine!r}: choose one of {', '.join(ENGINE_PROFILES)}")
+    if natural_cap < fixed_tokens:
+        raise SparkbenchError(f"--natural-cap {natural_cap} is below --fixed-tokens {fixed_tokens}")
+    settings = GapSettings(chosen, prompts, Lengths(fixed_tokens, natural_cap), synthetic_input_tokens, seed)
+    profiles = dict(zip(("plain", "speculative"), (None, None) if plain else ENGINE_PROFILES[engine]))
+    with ExitStack() as stack:
+        targets = held_targets(stack, {"plain": plain, "speculative": spec}, profiles)
+        folder = run_design(targets, settings, results)
+    design = load_design(folder)
+    cells, attribution = analyse(load_cells(folder, design))
+    report = write_outputs(folder, cells, attribution, design)
+    print(f"{cells_markdown(cells)}\n\n{attribution_markdown(attribution)}\n\ngap: {folder}\nreport: {report}")
