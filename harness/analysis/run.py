@@ -36,7 +36,7 @@ from harness.records.manifest import RunRecord
 from harness.records.requests import load_requests
 from harness.records.rundir import MANIFEST_NAME, load_manifest
 from harness.records.timeseries import DEVICE, DEVICE_COLUMNS, SERVER_COLUMNS, SERVER_METRICS, load_series
-from harness.run.label import run_label
+from harness.run.label import load_label, run_label
 from workloads import Scorer
 from workloads.registry import scorer_for
 
@@ -109,10 +109,11 @@ class Run:
 
     @property
     def caption(self) -> str:
-        """How a run is named wherever it appears: name, concurrency (unless the label states it),
-        REDUCED SCALE on the test bed, and status, e.g. `cpu-testbed c=1 · REDUCED SCALE · complete`."""
-        concurrency = "c=n/a" if self.concurrency is None else f"c={self.concurrency}"
-        parts = [self.name, *([] if concurrency in self.label.split() else [concurrency]),
+        """How a run is named wherever it appears: name, load (concurrency, or an open loop's rate and
+        cap; unless the label states it), REDUCED SCALE on the test bed, and status, e.g.
+        `cpu-testbed c=1 · REDUCED SCALE · complete`."""
+        load = load_label(self.record) or "c=n/a"
+        parts = [self.name, *([] if set(load.split()) <= set(self.label.split()) else [load]),
                  *(["REDUCED SCALE"] if self.reduced_scale else []), self.status]
         return " · ".join(parts)
 

@@ -72,6 +72,7 @@ def format_run_summary(run: Run, full: bool = False) -> str:
     record, summary = run.record, run.summary
     lines = [f"\nrun {run.run_id}  label={run.label!r}  concurrency={run.concurrency}  status={run.status}  "
              f"requests={record.requests_recorded}  workload={run.workload}"]
+    lines += [load_line(run)] if record.options.open_loop else []
     lines += [warning for warning in [stream_warning(summary)] if warning]
     lines += [f"WARNING: {warning}" for warning in telemetry_warnings(run)]
     lines += [f"scale: {record.scale}", f"energy: {power_note(record.power)}",
@@ -82,6 +83,17 @@ def format_run_summary(run: Run, full: bool = False) -> str:
     with pd.option_context("display.width", 160, "display.max_rows", 500, "display.float_format", "{:.3f}".format):
         lines.append(summary.to_string(index=False) if full else headline(summary).to_string(na_rep=""))
     return "\n".join([*lines, f"records: {run.path}"])
+
+
+def load_line(run: Run) -> str:
+    """An open loop's rates side by side: asked (with the seed of the draw), offered by the schedule
+    drawn or replayed, sent, and completed by the server (req/s, `harness.metrics.load`)."""
+    options, values = run.record.options, run.summary[run.summary["stat"] == "value"].set_index("metric")["value"]
+    asked = (f"asked {options.request_rate:g}/s (arrival seed {options.arrival_seed})"
+             if options.request_rate is not None else f"replayed {options.schedule}")
+    shown = {name: f"{values.get(metric, float('nan')):.4g}/s" for name, metric in
+             (("offered", "offered_rate_rps"), ("sent", "achieved_rate_rps"), ("completed", "completed_rate_rps"))}
+    return "open loop: rate " + asked + "".join(f", {name} {value}" for name, value in shown.items())
 
 
 def format_repetitions(runs: Sequence[Run]) -> str:

@@ -30,7 +30,7 @@ def _percent(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 def sections(tables: dict[str, pd.DataFrame], sentences: list[str]) -> list[tuple[str, pd.DataFrame | list[str]]]:
     """(title, table or lines) in reading order."""
     if "rates" in tables:
-        return [("Cells", as_text(tables["cells"], "{:.4g}")),
+        return [("Arrivals", sentences), ("Cells", as_text(tables["cells"], "{:.4g}")),
                 ("Points by offered rate", as_text(tables["rates"], "{:.4g}"))]
     return [("Saturation", sentences),
             ("Cells", as_text(tables["cells"], "{:.4g}")),

@@ -2,10 +2,13 @@
 
 `--label TEXT` names a run; without it the label is derived from the manifest: the profile the
 server was checked against (else the engine it runs) and the key options, e.g. `cpu-testbed c=1`,
-`spark-mtp c=16`. Runs recorded before labels existed get the same derived label when loaded.
+`spark-mtp c=16`, or for an open loop the rate and the cap, `cpu-testbed r=4/s cap=8`. Runs
+recorded before labels existed get the same derived label when loaded.
 """
 
 from __future__ import annotations
+
+from pathlib import PurePath
 
 from harness.errors import SparkbenchError
 from harness.records.manifest import RunRecord
@@ -14,12 +17,23 @@ MAX_LABEL_CHARS = 80  # long enough for a profile and its options, short enough 
 
 
 def default_label(record: RunRecord) -> str:
-    """`<profile or engine> c=<concurrency>`: what the server runs, then how it was driven."""
+    """`<profile or engine> <load>`: what the server runs, then how it was driven (`load_label`)."""
     profile = (record.profile.name if record.profile else None) or \
         (record.launched_server.profile if record.launched_server else None)
     name = profile or record.engine_and_api[0] or "unknown server"
-    concurrency = record.options.concurrency_count
-    return name if concurrency is None else f"{name} c={concurrency}"
+    load = load_label(record)
+    return name if load is None else f"{name} {load}"
+
+
+def load_label(record: RunRecord) -> str | None:
+    """How the run was driven: `c=<concurrency>` for a closed loop; for an open loop the rate asked
+    (`r=4/s`) or the replayed schedule's file (`schedule=trace.csv`), and the cap (`cap=8`) if any."""
+    options = record.options
+    if not options.open_loop:
+        return None if options.concurrency_count is None else f"c={options.concurrency_count}"
+    load = f"r={options.request_rate:g}/s" if options.request_rate is not None else \
+        f"schedule={PurePath(options.schedule).name}"
+    return load if options.max_concurrency is None else f"{load} cap={options.max_concurrency}"
 
 
 def run_label(record: RunRecord) -> str:

@@ -19,6 +19,7 @@ from harness.records.rundir import load_record
 from harness.report.rate_plots import plot_rates
 from harness.report.sweep_plots import plot_sweep
 from harness.report.sweep_report import write_sweep_report
+from harness.sweep.config import SweepConfig
 from harness.sweep.run import SWEEP_SUMMARY, sweep_summary
 from harness.sweep.sweepdir import SWEEP_MANIFEST, SweepDir
 
@@ -43,12 +44,21 @@ def analyse(sweep: SweepDir) -> tuple[dict[str, pd.DataFrame], list[str]]:
     summary_file = sweep.path / SWEEP_SUMMARY
     summary = pd.read_csv(summary_file) if summary_file.exists() else sweep_summary(sweep)
     if sweep.config.request_rate is not None:
-        return {"cells": cells_table(sweep), "rates": rate_points(summary)}, []
+        return {"cells": cells_table(sweep), "rates": rate_points(summary)}, [shared_draw_sentence(sweep.config)]
     points = curves(summary)
     steps = saturation_steps(points)
     tables = {"cells": cells_table(sweep), "curves": points, "speedup": speedups(points, sweep.config.baseline_name),
               "saturation": steps}
     return tables, saturation_sentences(saturation_points(steps))
+
+
+def shared_draw_sentence(config: SweepConfig) -> str:
+    """What a rate sweep's arrivals are: one draw, the same for every rate and configuration."""
+    if config.schedule is not None:
+        return f"every cell replays the schedule {config.schedule}"
+    return (f"every rate cell sends one arrival draw (seed {config.arrival_seed}, burstiness {config.burstiness:g}) "
+            "scaled to its rate: the cells are comparable with one another (the same gaps, in proportion), "
+            "but they share that draw's luck, and each cell offered its offered_rps, not exactly the rate asked")
 
 
 def write_outputs(sweep: SweepDir) -> tuple[Path, dict[str, pd.DataFrame], list[str]]:

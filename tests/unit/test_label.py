@@ -1,5 +1,5 @@
-"""Run labels: given with --label, else derived from profile (or engine) and concurrency, for new
-runs and for runs recorded before labels existed."""
+"""Run labels: given with --label, else derived from profile (or engine) and concurrency (an open
+loop: its rate and cap), for new runs and for runs recorded before labels existed."""
 
 from __future__ import annotations
 
@@ -26,6 +26,11 @@ RUN = {"run_id": "r1", "workload": {"name": "synthetic"}}
     ({"profile": {"name": "spark-mtp"}, "engine": "sglang", "options": {"concurrency": 16}}, "spark-mtp c=16"),
     ({"launched_server": {"profile": "cpu-testbed"}, "options": {"concurrency": 1}}, "cpu-testbed c=1"),
     ({"engine": "vllm", "options": {"concurrency": 4}}, "vllm c=4"),
+    ({"launched_server": {"profile": "cpu-testbed"}, "options": {"concurrency": 1, "request_rate": 4.0}},
+     "cpu-testbed r=4/s"),
+    ({"engine": "openai", "options": {"concurrency": 1, "request_rate": 0.5, "max_concurrency": 8}},
+     "openai r=0.5/s cap=8"),
+    ({"engine": "vllm", "options": {"concurrency": 1, "schedule": "traces/day1.csv"}}, "vllm schedule=day1.csv"),
     ({"backend": "sglang"}, "sglang"),  # an old manifest: API only, no options
     ({}, "unknown server"),
 ])
@@ -38,6 +43,15 @@ def test_an_old_run_gets_the_default_label_and_a_caption_with_concurrency_scale_
                                  "scale": SCALE_LABEL})
     assert run.label == "sglang c=2"
     assert run.caption == "sglang c=2 · REDUCED SCALE · failed"
+
+
+def test_an_open_loop_caption_names_its_rate_not_the_unused_concurrency():
+    run = Run("/nowhere", RUN | {"engine": "sglang", "options": {"concurrency": 1, "request_rate": 4.0},
+                                 "status": "complete", "reduced_scale": False})
+    assert run.caption == "sglang r=4/s · complete"
+    named = Run("/nowhere", RUN | {"label": "mtp", "options": {"concurrency": 1, "request_rate": 4.0},
+                                   "status": "complete", "reduced_scale": False})
+    assert named.caption == "mtp · r=4/s · complete"
 
 
 def test_a_given_label_wins_and_the_caption_adds_what_it_leaves_out():

@@ -5,12 +5,17 @@ load was lighter only when fewer requests were sent per second than were offered
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from harness.analysis.run import Run
+from harness.analysis.tables import format_run_summary
 from harness.metrics import derive_requests, summarize
 from harness.metrics.load import lag_warning
 from harness.metrics.overload import overload_warning
 from tests.unit.conftest import build_record, to_frame
+from tests.unit.test_report import SYNTHETIC, write_run
 from tests.unit.test_slo_metrics import due
 
 GAP_MS = 50.0  # 20 requests/s offered
@@ -66,3 +71,13 @@ def test_late_sends_that_lowered_the_rate_say_the_load_was_lighter():
     records = [due(build_record(chunks=[(i * 100 + 300 + 20, 1)], sent_ms=i * 100 + 300 * (i >= 10), seq=i),
                    i * 100) for i in range(20)]
     assert "was lighter than offered" in lag_warning(derive_requests(to_frame(records)))
+
+
+def test_the_run_line_sets_the_offered_rate_beside_the_asked_one_and_calls_out_the_overload(tmp_path):
+    path = write_run(tmp_path, "r1", fifo_records(120, service_ms=100.0), SYNTHETIC)
+    manifest = json.loads((path / "manifest.json").read_text())
+    options = {"concurrency": 1, "request_rate": 22.0, "arrival_seed": 7}
+    (path / "manifest.json").write_text(json.dumps(manifest | {"options": options}))
+    shown = format_run_summary(Run.load(path))
+    assert "open loop: rate asked 22/s (arrival seed 7), offered 20/s, sent 20/s, completed 10/s" in shown
+    assert "WARNING: the server did not keep up with the load offered" in shown

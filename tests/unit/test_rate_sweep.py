@@ -49,7 +49,9 @@ def test_one_open_loop_cell_per_rate_and_the_points_by_rate(tmp_path):
     assert execute(sweep, runner=runner) == "complete"
     cell = runner.settings["fast.synthetic.r2"]
     assert (cell.request_rate, cell.slo, cell.duration_s, cell.open_loop) == (2.0, "e2e=1000ms", 30.0, True)
-    html, tables, _ = write_outputs(SweepDir.load(sweep.path))
+    html, tables, sentences = write_outputs(SweepDir.load(sweep.path))
+    assert sentences[0].startswith("every rate cell sends one arrival draw (seed 0, burstiness 1) scaled to its rate")
+    assert "one arrival draw (seed 0" in html.read_text(encoding="utf-8")
     rates = pd.read_csv(sweep.path / "rates.csv")
     assert len(rates) == 6 and set(rates["request_rate"]) == {0.5, 2.0, 4.0}
     assert {p.name for p in (sweep.path / "plots").glob("*.png")} == {"rate_achieved.png", "rate_latency.png",
