@@ -32,12 +32,13 @@ class AnswerTooLarge(httpx.DecodingError):
     """The answer (as inflated, when it came compressed) is larger than MAX_ANSWER_BYTES."""
 
 
-def _grown(body: bytearray, piece: bytes, url: str) -> None:
-    """Append `piece` to `body`, or AnswerTooLarge once the body would pass MAX_ANSWER_BYTES
-    (pieces are inflated one network read at a time, so no more than one read's worth is held
-    past the limit)."""
-    if len(body) + len(piece) > MAX_ANSWER_BYTES:
-        raise AnswerTooLarge(f"{url} answered more than {MAX_ANSWER_BYTES // 2**20} MiB (inflated)")
+def _grown(body: bytearray, piece: bytes, url: str, limit: int | None = None) -> None:
+    """Append `piece` to `body`, or AnswerTooLarge once the body would pass `limit` bytes
+    (MAX_ANSWER_BYTES by default; pieces are inflated one network read at a time, so no more than
+    one read's worth is held past the limit)."""
+    limit = MAX_ANSWER_BYTES if limit is None else limit
+    if len(body) + len(piece) > limit:
+        raise AnswerTooLarge(f"{url} answered more than {limit / 2**20:g} MiB (inflated)")
     body += piece
 
 
@@ -94,16 +95,16 @@ class BoundedClient:
         self.close()
 
 
-def get_within(http: httpx.Client, url: str, deadline_s: float) -> tuple[int, str]:
+def get_within(http: httpx.Client, url: str, deadline_s: float, max_bytes: int | None = None) -> tuple[int, str]:
     """GET `url` with a synchronous client, for callers already on a running event loop (where
     `BoundedClient` cannot run its own): (status, text), or DeadlineExceeded once the body has
-    taken longer than `deadline_s`, or AnswerTooLarge past MAX_ANSWER_BYTES. Checked as each piece
-    arrives, so a trickle ends at most one read timeout past the deadline."""
+    taken longer than `deadline_s`, or AnswerTooLarge past `max_bytes` (default MAX_ANSWER_BYTES).
+    Checked as each piece arrives, so a trickle ends at most one read timeout past the deadline."""
     ends = time.monotonic() + deadline_s
     with http.stream("GET", url) as resp:
         body = bytearray()
         for piece in resp.iter_bytes():
-            _grown(body, piece, url)
+            _grown(body, piece, url, max_bytes)
             if time.monotonic() > ends:
                 raise DeadlineExceeded(f"{url} gave no complete answer within {deadline_s:g} s")
         return resp.status_code, body.decode(resp.encoding or "utf-8", errors="replace")

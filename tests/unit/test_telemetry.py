@@ -14,7 +14,7 @@ from harness.records.timeseries import DEVICE, DEVICE_COLUMNS, SERVER_COLUMNS, S
 from harness.telemetry import sampling
 from harness.telemetry.device import UNIFIED_MEMORY_NOTE, DeviceSampler, nvml_gpus
 from harness.telemetry.sampling import telemetry_sampling
-from harness.telemetry.server import ServerScraper
+from harness.telemetry.server import SCRAPE_MAX_BYTES, ServerScraper, scrapes_to_skip
 from tests.fakes.nvml import NOT_SUPPORTED, FakeNvml, busy_gpu
 
 SGLANG_TEXT = """# HELP sglang:num_running_reqs The number of running requests.
@@ -59,7 +59,7 @@ def test_a_scrape_keeps_the_named_series_as_tidy_rows(tmp_path):
     assert rows[rows["role"] == GENERATION_TOKENS]["value"].tolist() == [1234.0]  # never the _created stamp
     # Stamped halfway between sending the scrape and its answer, on the given clock.
     assert rows["t_ns"].nunique() == 1 and rows["t_ns"].iloc[0] == 10**12 + 1_500_000
-    assert scraper.summary() == {"scrapes": 1, "failed_scrapes": 0, "first_error": None,
+    assert scraper.summary() == {"scrapes": 1, "failed_scrapes": 0, "skipped_scrapes": 0, "first_error": None,
                                  "not_exported": ["sglang:token_usage"]}
 
 
@@ -83,6 +83,25 @@ def test_failed_scrapes_are_counted_not_raised(tmp_path):
     scraper.scrape()
     scraper.scrape()
     assert scraper.summary()["failed_scrapes"] == 2 and "refused" in scraper.summary()["first_error"]
+
+
+def test_a_metrics_answer_past_its_size_limit_is_a_failed_scrape_not_read_further(tmp_path):
+    huge = SGLANG_TEXT + "# padding\n" * (SCRAPE_MAX_BYTES // 10)
+    writer = SeriesWriter(tmp_path, SERVER_METRICS, SERVER_COLUMNS)
+    scraper = ServerScraper("http://s", SERIES, writer, 1.0, transport=metrics_server(huge))
+    scraper.scrape()
+    writer.close()
+    assert scraper.summary()["failed_scrapes"] == 1 and "more than 4 MiB" in scraper.summary()["first_error"]
+    assert load_series(tmp_path, SERVER_METRICS, SERVER_COLUMNS).empty
+
+
+@pytest.mark.parametrize(("cost_s", "took_s", "skipped"), [
+    (0.001, 0.002, 0),  # a cheap, quick scrape: the next one is due at the next interval
+    (0.2, 0.3, 3),  # 0.2 s of CPU: scraping may take 5%, so the next is 4 s after this one
+    (0.0, 2.5, 2),  # a scrape that waited 2.5 s on the server: the two due meanwhile are skipped
+])
+def test_scrapes_that_would_overrun_their_share_are_skipped(cost_s, took_s, skipped):
+    assert scrapes_to_skip(cost_s, took_s, interval_s=1.0) == skipped
 
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm", "llamacpp"])
