@@ -11,7 +11,8 @@ import pytest
 from harness.engines.base import StreamResult
 from harness.errors import SparkbenchError
 from harness.records.manifest import RunRecord
-from harness.records.requests import COLUMNS, RecordWriter, RequestRecord, load_requests, write_parquet
+from harness.records.requests import COLUMNS, RecordWriter, RequestRecord, json_lines, load_requests, write_parquet
+from harness.secrets import MASK, remember
 from harness.spec import Prompt, SamplingParams
 
 
@@ -107,3 +108,18 @@ def test_old_manifest_with_only_backend_names_engine_and_api():
     run = {"run_id": "r", "workload": {"name": "synthetic"}}
     assert RunRecord.of({**run, "backend": "openai"}).engine_and_api == ("vllm", "openai")
     assert RunRecord.of({**run, "engine": "sglang", "api": "openai"}).engine_and_api == ("sglang", "openai")
+
+
+def test_a_secret_that_json_escapes_is_masked_in_the_record_line(tmp_path):
+    # A key with a quote and a non-ASCII letter: the line's JSON writes them as \" and \u00e4, where
+    # a redaction of the finished line no longer finds the key as it was given.
+    key = 'sk-pässwort-"quoted"-2026'
+    remember(key)
+    record = _record(0)
+    record.output_text, record.error_message = f"the key is {key}", f"401 Unauthorized: {key}"
+    writer = RecordWriter(tmp_path)
+    writer.append(record)
+    writer.close()
+    written = json_lines(tmp_path / "requests.jsonl")[0]
+    assert written["output_text"] == f"the key is {MASK}" and written["error_message"] == f"401 Unauthorized: {MASK}"
+    assert written["chunk_ns"] == record.chunk_ns and written["sent_ns"] == record.sent_ns
