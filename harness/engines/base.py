@@ -125,6 +125,13 @@ class ServerHTTPError(RequestFailed):
     kind = "http_status"
 
 
+class ServerRedirect(ServerHTTPError):
+    """The server answered with a redirect (3xx): redirects are not followed, since a stream sent
+    elsewhere would measure another server; the request is not the one asked."""
+
+    kind = "redirect"
+
+
 class MalformedStream(RequestFailed):
     """The server's stream broke the protocol (bad JSON, a chunk without the fields it must carry)."""
 
@@ -150,8 +157,8 @@ class FirstTokenTimeout(RequestFailed):
 
 
 ERROR_TYPES: dict[str, type[RequestFailed]] = {cls.kind: cls for cls in (
-    ServerUnreachable, ConnectFailed, ServerHTTPError, MalformedStream, StreamIncomplete, RequestTimeout,
-    FirstTokenTimeout)}
+    ServerUnreachable, ConnectFailed, ServerHTTPError, ServerRedirect, MalformedStream, StreamIncomplete,
+    RequestTimeout, FirstTokenTimeout)}
 # Every kind a failed request's record can carry: the client's failures, then the outcomes the
 # record itself judges (`harness.records.requests.outcome`). A never-sent request is not recorded.
 ERROR_KINDS = (*(kind for kind in ERROR_TYPES if kind != ConnectFailed.kind), "aborted", "no_tokens",

@@ -29,6 +29,7 @@ from harness.engines.base import (
     MalformedStream,
     RequestTimeout,
     ServerHTTPError,
+    ServerRedirect,
     ServerUnreachable,
     StreamResult,
 )
@@ -311,6 +312,10 @@ async def _head(conn: _Connection, url: str) -> None:
             await conn.wait()
         detail = bytes(reader.error_body).decode("utf-8", "replace").strip().replace("\n", " ")
         raise ServerHTTPError(f"{url} answered HTTP {reader.status}: {detail[:300]}")
+    if 300 <= reader.status < 400:
+        where = reader.headers.get("location", "nowhere named")
+        raise ServerRedirect(f"{url} answered HTTP {reader.status}, a redirect to {where[:200]} (not followed: "
+                             "give --server the address it names)")
     encoding = reader.headers.get("content-encoding", "identity").lower()
     if encoding not in ("", "identity"):  # none was asked for, and a compressed stream cannot be read
         raise MalformedStream(f"{url} answered with unsupported content-encoding {encoding!r}")

@@ -21,7 +21,7 @@ from harness.engines.sse import Session, run_streams
 from harness.engines.stream import Deadlines
 from harness.errors import SparkbenchError, describe_os_error
 from harness.power.sampler import power_sampling
-from harness.records.requests import RecordWriter, RequestRecord, write_parquet
+from harness.records.requests import RecordWriter, RequestRecord, stored_count, write_parquet
 from harness.records.rundir import RunDir
 from harness.run.arrivals import write_schedule
 from harness.run.openloop import OpenLoopPool, OpenLoopWork, open_loop_work
@@ -80,7 +80,7 @@ class _Progress:
         self.started = time.perf_counter()
 
     def advance(self, result: StreamResult) -> None:
-        self.tokens += result.completion_tokens or 0
+        self.tokens += stored_count(result.completion_tokens) or 0  # a server's count may be anything
         elapsed = time.perf_counter() - self.started
         self.bar.set_postfix_str(f"{self.tokens / elapsed:.1f} tok/s", refresh=False)
         self.bar.update(1)

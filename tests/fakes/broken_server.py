@@ -13,6 +13,8 @@ the requests whose arrival index is in `requests` (all when None) fail as `kind`
 - `lying_count`: a normal stream whose last chunk claims LIE_TOKENS completion tokens;
 - `echo_key`: `401` whose error body echoes the Authorization header it was sent;
 - `gzip`: `200` with a gzip-compressed event stream (`content-encoding: gzip`), never asked for;
+- `redirect_307`: `307 Temporary Redirect` to another address, with no body;
+- `text_count`: a normal stream whose token counts are sent as strings (`"3"`);
 - `deep_json`, `nan_json`: a `data:` line the JSON parser cannot take (nested DEEP_NESTING deep;
   a `NaN` literal, which Python's reader takes and JSON has not), then the stream ends;
 - `trickle`: every GET (facts, models, metrics) answers one byte every TRICKLE_GAP_S, for TRICKLE_FOR_S.
@@ -34,7 +36,8 @@ from tests.fakes.stream_server import Script, _Handler, threaded
 
 NONE = "none"  # a breakage that breaks nothing: the plain scripted server
 BREAKAGES = ("truncated_json", "no_done", "disconnect", "http_503", "html_200", "keepalive", "short",
-             "lying_count", "echo_key", "gzip", "deep_json", "nan_json")
+             "lying_count", "echo_key", "gzip", "deep_json", "nan_json", "redirect_307",
+             "text_count")
 LIE_TOKENS = 10**9
 TRICKLE_GAP_S, TRICKLE_FOR_S = 0.2, 20.0
 CHUNKS_BEFORE_BREAK = 3
@@ -68,7 +71,7 @@ class _BrokenHandler(_Handler):
         self.received.append({"path": self.path, "authorization": self.headers.get("authorization")})
         self._kind = self.breakage.kind if self.breakage.applies(next(self.arrivals)) else None
         self._events = 0
-        if self._kind in ("http_503", "html_200", "keepalive", "echo_key", "gzip"):
+        if self._kind in ("http_503", "html_200", "keepalive", "echo_key", "gzip", "redirect_307"):
             self.rfile.read(int(self.headers["content-length"]))
             getattr(self, f"_{self._kind}")()
             return
@@ -114,6 +117,8 @@ class _BrokenHandler(_Handler):
             raise _Stop
         if self._kind == "lying_count" and isinstance(payload, dict):
             _lie(payload)
+        if self._kind == "text_count" and isinstance(payload, dict):
+            _counts_as_text(payload)
         super()._event(payload)
 
     def _last_line(self, line: bytes) -> None:
@@ -129,6 +134,12 @@ class _BrokenHandler(_Handler):
         self.send_header("content-length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def _redirect_307(self) -> None:
+        self.send_response(307)
+        self.send_header("location", "http://127.0.0.1:1/generate")
+        self.send_header("content-length", "0")
+        self.end_headers()
 
     def _echo_key(self) -> None:
         self._json(401, {"error": {"message": f"invalid credentials: {self.headers.get('authorization')}"}})
@@ -166,6 +177,14 @@ def _lie(chunk: dict[str, Any]) -> None:
         meta["completion_tokens"] = LIE_TOKENS
     if chunk.get("choices") == [] and "usage" in chunk:
         chunk["usage"]["completion_tokens"] = LIE_TOKENS
+
+
+def _counts_as_text(chunk: dict[str, Any]) -> None:
+    """Every token count of the chunk as a string, as a careless proxy might re-encode it."""
+    for counts in (chunk.get("meta_info"), chunk.get("usage")):
+        for key, value in (counts or {}).items():
+            if key.endswith("_tokens") and isinstance(value, int):
+                counts[key] = str(value)
 
 
 @contextmanager

@@ -21,7 +21,8 @@ TOKENS = 16
 EXPECTED_KIND = {"truncated_json": "malformed_chunk", "no_done": "no_done", "disconnect": "disconnected",
                  "http_503": "http_status", "html_200": "malformed_chunk", "keepalive": "timeout",
                  "short": "short_output", "lying_count": "impossible_count", "echo_key": "http_status",
-                 "gzip": "malformed_chunk", "deep_json": "malformed_chunk", "nan_json": "malformed_chunk"}
+                 "gzip": "malformed_chunk", "deep_json": "malformed_chunk", "nan_json": "malformed_chunk",
+                 "redirect_307": "redirect", "text_count": "impossible_count"}
 CLIENTS = {"sglang": SGLangBackend, "openai": lambda: OpenAIBackend(model="fake-model", engine="vllm")}
 
 

@@ -47,7 +47,7 @@ EXPECTED_RUN_VALUES = {
     "accept_length_token_weighted",
     "requests_flagged", "requests_buffered", "requests_late_first_token", "requests_sparse",
     "requests_ok", "requests_failed", "error_rate", "errors_disconnected", "errors_http_status",
-    "errors_malformed_chunk", "errors_no_done", "errors_timeout", "errors_first_token_timeout", "errors_aborted",
+    "errors_redirect", "errors_malformed_chunk", "errors_no_done", "errors_timeout", "errors_first_token_timeout", "errors_aborted",
     "errors_no_tokens", "errors_short_output", "errors_impossible_count", "offered_rate_rps", "achieved_rate_rps",
     "completed_rate_rps", "requests_late",
 }
