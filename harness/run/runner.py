@@ -207,8 +207,15 @@ def execute(backend: Backend, options: RunOptions, workload: Workload, run: RunD
     finally:
         _finalize(run, writer, progress, status, error)
     if status != "complete":
-        raise RunAborted(f"run {status} after {writer.count} of {total or 0} requests ({error}); "
-                         f"recorded requests are in {run.path}; continue with --resume {run.path}")
+        raise RunAborted(f"run {status} after {_recorded_of_planned(writer.count, progress.total, total or 0)} "
+                         f"({error}); recorded requests are in {run.path}; continue with --resume {run.path}")
+
+
+def _recorded_of_planned(recorded: int, requests: int, prompts: int) -> str:
+    """`N of M requests`, counted as records are (a conversation's every turn is a request), with
+    the conversations they make when prompts have later turns."""
+    conversations = f" in {prompts} conversations" if requests > prompts else ""
+    return f"{recorded} of {requests} requests{conversations}"
 
 
 def _measured_work(options: RunOptions, workload: Workload, run: RunDir,

@@ -12,7 +12,7 @@ from harness.engines.base import ServerHTTPError, StreamResult
 from harness.errors import SparkbenchError
 from harness.records.requests import read_jsonl
 from harness.records.rundir import RunDir
-from harness.run.runner import RunOptions, execute
+from harness.run.runner import RunAborted, RunOptions, execute
 from harness.spec import SamplingParams
 
 TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n"
@@ -77,7 +77,7 @@ class EchoBackend:
         return StreamResult(sent_unix_s=0.0, sent_ns=start, end_ns=start + 4, first_token_ns=start + 1,
                             last_token_ns=start + 3, chunk_ns=[start + 1, start + 3], chunk_tokens=[1, 2],
                             completion_tokens=2, prompt_tokens=3, text=f"answer to {prompt.prompt_id}",
-                            finish_reason="length")
+                            finish_reason="length", received_bytes=64)
 
     def snapshot(self, http, base_url):
         return {}
@@ -150,3 +150,10 @@ def test_a_template_that_cannot_render_is_a_one_line_error(source, said):
     with pytest.raises(SparkbenchError, match=said) as caught:
         render(template, [{"role": "user", "content": "hi"}])
     assert "\n" not in str(caught.value)
+
+
+def test_a_stopped_multi_turn_run_counts_turns_and_conversations_apart(tmp_path):
+    run = RunDir.create(tmp_path, "run", {"workload": {"name": "talk"}})
+    options = RunOptions(base_url="http://x", warmup=0, show_progress=False, power_sample_ms=0, max_errors=0)
+    with pytest.raises(RunAborted, match=r"after 5 of 5 requests in 3 conversations"):
+        execute(EchoBackend(fail={"c2"}), options, Conversations(), run)
