@@ -20,7 +20,7 @@ from harness.facts import NOT_EXPORTED
 from harness.metrics.catalogue import headline_stats
 from harness.metrics.integrity import FLAGS, integrity_warning
 from harness.metrics.load import lag_warning
-from harness.records.entries import PowerEntry, ServerCounters
+from harness.records.entries import PowerEntry, ServerCounters, TelemetryEntry
 
 HEADLINE = headline_stats()  # (metric, stats) shown by the headline view, from the catalogue
 
@@ -34,6 +34,17 @@ def power_note(power: PowerEntry | None) -> str:
     sensors = ", ".join(f"{s.sensor} {s.device}" for s in power.sensors)
     methods = "; ".join(dict.fromkeys(s.method for s in power.sensors))
     return f"{sensors}: {methods}; every {power.interval_ms:g} ms, {power.samples or 0} samples"
+
+
+def gpu_note(telemetry: TelemetryEntry | None) -> str:
+    """Whether the GPUs' state was sampled (how many GPUs), or why not: said in the run's summary,
+    once per run, never as a line of its own on every run of a machine without a GPU."""
+    device = telemetry.device if telemetry is not None else None
+    if device is None:
+        return "not recorded (a run from before telemetry)"
+    if device.status == "measured":
+        return f"measured ({len(device.gpus or [])} GPUs, {device.samples or 0} samples)"
+    return f"{device.status} ({device.reason})" if device.reason else device.status
 
 
 def counter_note(counters: ServerCounters) -> str:
@@ -75,7 +86,7 @@ def format_run_summary(run: Run, full: bool = False) -> str:
     lines += [load_line(run)] if record.options.open_loop else []
     lines += [warning for warning in [stream_warning(summary)] if warning]
     lines += [f"WARNING: {warning}" for warning in telemetry_warnings(run)]
-    lines += [f"scale: {record.scale}", f"energy: {power_note(record.power)}",
+    lines += [f"scale: {record.scale}", f"energy: {power_note(record.power)}", f"GPU state: {gpu_note(record.telemetry)}",
               f"server: {run.facts.shown('engine')} {run.facts.shown('version')}, model {run.facts.shown('model')}",
               f"speculative counters (server): {counter_note(record.server_counters)}"]
     roofline, why = run.roofline

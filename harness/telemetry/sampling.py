@@ -5,13 +5,12 @@
 there, so counters can be read over the measured requests alone), and stops both when the block
 ends, whatever ends it. Its `entry` is the manifest's `telemetry` record: the interval, the window
 marks on the client's clock, and per source its status (`measured`, `not exported` /
-`not measured` with the reason, or `off`), file and what it did not report.
+`not measured` with the reason, or `off`), file and what it did not report. A machine without a
+GPU prints nothing here: the run's summary says "GPU state: not measured (why)".
 """
 
 from __future__ import annotations
 
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -25,7 +24,6 @@ from harness.telemetry.server import ServerScraper
 
 DEFAULT_INTERVAL_S = 1.0
 OFF = {"status": "off", "reason": "telemetry sampling disabled (--no-telemetry or --scrape-interval 0)"}
-_said_no_gpu = threading.Event()  # the missing GPU is said once per process, not once per run
 
 
 class Telemetry:
@@ -75,9 +73,6 @@ def telemetry_sampling(run_path: Path, interval_s: float, base_url: str, series:
         yield telemetry
         return
     gpus, why = find_gpus()
-    if not gpus and not _said_no_gpu.is_set():
-        _said_no_gpu.set()
-        print(f"GPU state: not measured ({why})", file=sys.stderr, flush=True)
     server_out = SeriesWriter(run_path, SERVER_METRICS, SERVER_COLUMNS)
     device_out = SeriesWriter(run_path, DEVICE, DEVICE_COLUMNS) if gpus else None
     scraper = ServerScraper(base_url, series, server_out, interval_s, headers, clock) if series else None

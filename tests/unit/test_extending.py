@@ -83,6 +83,7 @@ def test_an_openai_compatible_engine_is_one_adapter_and_a_profile(toyserve, tmp_
     summary = format_run_summary(run)
     assert "server: toyserve 3.1, model toy-7b" in summary
     assert f"speculative counters (server): {NOT_EXPORTED}" in summary
+    assert "GPU state: not measured (" in summary or "GPU state: measured (" in summary
 
 
 GATED_ROW = """

@@ -8,10 +8,11 @@ import json
 import httpx
 import pytest
 
+from harness.analysis.tables import gpu_note
 from harness.engines.registry import engine_named
 from harness.engines.series import GENERATION_TOKENS, QUEUED, RUNNING, Series
+from harness.records.entries import TelemetryEntry
 from harness.records.timeseries import DEVICE, DEVICE_COLUMNS, SERVER_COLUMNS, SERVER_METRICS, SeriesWriter, load_series
-from harness.telemetry import sampling
 from harness.telemetry.device import UNIFIED_MEMORY_NOTE, DeviceSampler, nvml_gpus
 from harness.telemetry.sampling import telemetry_sampling
 from harness.telemetry.server import SCRAPE_MAX_BYTES, ServerScraper, scrapes_to_skip
@@ -138,8 +139,7 @@ def test_a_unified_memory_part_records_what_nvml_reports_and_notes_the_rest(tmp_
     assert facts["note"] == UNIFIED_MEMORY_NOTE
 
 
-def test_without_a_gpu_nothing_is_recorded_and_it_is_said_once(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(sampling, "_said_no_gpu", type(sampling._said_no_gpu)())
+def test_without_a_gpu_nothing_is_recorded_and_it_is_said_in_the_run_summary_only(tmp_path, capsys):
     no_driver = lambda: nvml_gpus(FakeNvml([], init_error="Driver Not Loaded"))  # noqa: E731
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
@@ -147,7 +147,9 @@ def test_without_a_gpu_nothing_is_recorded_and_it_is_said_once(tmp_path, capsys,
             telemetry.measuring()
         assert telemetry.entry["device"] == {"status": "not measured", "reason": "NVML: NVMLError: Driver Not Loaded"}
         assert not (tmp_path / name / f"{DEVICE}.jsonl").exists()
-    assert capsys.readouterr().err.count("GPU state: not measured") == 1
+    assert "GPU state" not in capsys.readouterr().err
+    entry = TelemetryEntry.model_validate(telemetry.entry)
+    assert gpu_note(entry) == "not measured (NVML: NVMLError: Driver Not Loaded)"
 
 
 def test_sampling_marks_the_window_and_fills_the_manifest_entry(tmp_path, monkeypatch):
