@@ -31,6 +31,7 @@ from harness.metrics.slo import parse_slo, slo_met, slo_values
 from harness.metrics.summary import ok_requests, summarize_derived
 from harness.metrics.values import floats
 from harness.power.sampler import load_power_samples
+from harness.records.atomic import write_atomically
 from harness.records.entries import PowerEntry, ServerCounters
 from harness.records.manifest import RunRecord
 from harness.records.requests import load_requests
@@ -224,11 +225,10 @@ class Run:
 
     def write_tables(self) -> list[Path]:
         """Write summary.csv (and questions.parquet for a scored run) into the run directory."""
-        written = [self.path / SUMMARY_NAME]
-        self.summary.to_csv(written[0], index=False)
+        written = [write_atomically(self.path / SUMMARY_NAME, lambda partial: self.summary.to_csv(partial, index=False))]
         if self.questions is not None:
-            written.append(self.path / QUESTIONS_NAME)
-            self.questions.to_parquet(written[1], index=False)
+            written.append(write_atomically(self.path / QUESTIONS_NAME,
+                                            lambda partial: self.questions.to_parquet(partial, index=False)))
         return written
 
 

@@ -18,6 +18,7 @@ import pandas as pd
 
 from harness.engines.base import StreamResult
 from harness.errors import SparkbenchError
+from harness.records.atomic import write_atomically
 from harness.records.checks import checked_records
 from harness.secrets import redact
 from harness.spec import Prompt, SamplingParams
@@ -298,13 +299,7 @@ def write_parquet(run_dir: Path) -> Path:
     Written under a temporary name and renamed: a reader never finds half a table, and a write
     that fails (disk full) leaves the JSONL the only table, and frees what it took."""
     frame = read_jsonl(run_dir / JSONL_NAME)
-    out, partial = run_dir / PARQUET_NAME, run_dir / (PARQUET_NAME + ".partial")
-    try:
-        frame.to_parquet(partial, index=False)
-        partial.replace(out)
-    finally:
-        partial.unlink(missing_ok=True)
-    return out
+    return write_atomically(run_dir / PARQUET_NAME, lambda partial: frame.to_parquet(partial, index=False))
 
 
 def load_requests(run_dir: Path) -> pd.DataFrame:

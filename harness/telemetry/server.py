@@ -92,6 +92,9 @@ class ServerScraper:
             self._failed(f"HTTP {status}")
             return
         self.writer.append(self.rows(text, t_ns))
+        if self.writer.error is not None:  # read but not kept (disk full): not a scrape of the series
+            self._failed(f"not written: {self.writer.error}")
+            return
         self.scrapes += 1
 
     def rows(self, text: str, t_ns: int) -> list[dict[str, Any]]:

@@ -5,16 +5,23 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from harness.analysis.run import Run
 from harness.analysis.tables import format_run_summary, run_warnings
+from harness.errors import SparkbenchError
 from harness.records.requests import JSONL_NAME, PARQUET_NAME, RecordWriter, json_lines, load_requests
 from harness.records.rundir import RunDir
+from harness.records.timeseries import SeriesWriter
 from harness.run.resume import done_prompts
 from harness.run.runner import RunAborted, RunOptions, execute
 from tests.fakes.broken_server import NONE, Breakage, breaking
@@ -87,3 +94,92 @@ def test_a_run_whose_process_is_gone_reads_as_stale(tmp_path):
     shown = Run.load(run.path)
     assert "status=stale" in format_run_summary(shown)
     assert any(w.startswith("status stale") and "--resume" in w for w in run_warnings(shown))
+
+
+class Disk:
+    """A disk with room for `writes` more writes (record syncs, tables, manifest saves, series
+    lines); past that each write leaves half of what it was given and fails with ENOSPC."""
+
+    def __init__(self, writes: int) -> None:
+        self.left = writes
+
+    def spend(self) -> bool:
+        self.left -= 1
+        return self.left >= 0
+
+
+class FillingFile:
+    def __init__(self, file, disk: Disk) -> None:
+        self.file, self.disk = file, disk
+
+    def write(self, text: str) -> int:
+        if not self.disk.spend():
+            self.file.write(text[: len(text) // 2])
+            self.file.flush()
+            disk_full()
+        return self.file.write(text)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def filling(monkeypatch, disk: Disk) -> None:
+    """Every writer of a run directory writes on `disk`."""
+    real_fsync, real_parquet, real_csv = os.fsync, pd.DataFrame.to_parquet, pd.DataFrame.to_csv
+    real_write_text, real_series_init = Path.write_text, SeriesWriter.__init__
+
+    def fsync(fd):
+        return real_fsync(fd) if disk.spend() else disk_full()
+
+    def table(real):
+        def write(frame, path, *args, **kwargs):
+            if disk.spend():
+                return real(frame, path, *args, **kwargs)
+            Path(path).write_bytes(b"PAR1 half a table")
+            disk_full()
+        return write
+
+    def write_text(path, text, *args, **kwargs):
+        if disk.spend():
+            return real_write_text(path, text, *args, **kwargs)
+        real_write_text(path, text[: len(text) // 2], *args, **kwargs)
+        disk_full()
+
+    def series_init(writer, *args, **kwargs):
+        real_series_init(writer, *args, **kwargs)
+        writer._file = FillingFile(writer._file, disk)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", table(real_parquet))
+    monkeypatch.setattr(pd.DataFrame, "to_csv", table(real_csv))
+    monkeypatch.setattr(Path, "write_text", write_text)
+    monkeypatch.setattr(SeriesWriter, "__init__", series_init)
+
+
+def test_a_disk_that_fills_anywhere_in_a_run_leaves_a_folder_that_summarizes(monkeypatch):
+    """Whatever write the disk fills at, once space is freed the run folder summarizes (a table
+    torn by the full disk is read from its JSONL) or is refused in one line."""
+    with breaking(Breakage(NONE)) as url:
+
+        @given(st.integers(min_value=0, max_value=40))
+        @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+        def fill_at(writes):
+            with tempfile.TemporaryDirectory() as folder, monkeypatch.context() as patch:
+                filling(patch, Disk(writes))
+                try:
+                    run_against(url, "sglang", Path(folder), count=4, scrape_interval_s=0.05)
+                except SparkbenchError as stopped:
+                    assert "\n" not in str(stopped)
+                patch.undo()  # space freed
+                for path in Path(folder).glob("run-*"):
+                    try:
+                        run = Run.load(path)
+                        format_run_summary(run, full=True)
+                        run.server_metrics, run.device_samples
+                    except SparkbenchError as refused:
+                        assert "\n" not in str(refused)
+
+        fill_at()
