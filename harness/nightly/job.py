@@ -232,18 +232,33 @@ def print_night(table: pd.DataFrame, load: pd.DataFrame, outcome: str, report: P
     print(f"verdict: {headline}{' (' + names + ')' if names else ''}; report {report}")
 
 
-def pin_with_noise(config: NightlyConfig, runs: dict[str, Run]) -> None:
+def pin_with_noise(config: NightlyConfig, night: str, runs: dict[str, Run]) -> int:
     """Pin `runs` as the baseline; run each workload `baseline_repeats - 1` more times and keep the
-    spread of the repeats as the venue's noise (`harness.nightly.noise`)."""
+    spread of the repeats as the venue's noise (`harness.nightly.noise`). The repeats are judged by
+    a night's busy rule: one taken on a busy host would inflate every threshold scaled by the
+    noise, so then nothing is pinned and the pin is inconclusive. Like a night, it prints the host
+    load of every run and a verdict line, and writes its report. Returns the exit code."""
     repeats = [runs, *(run_workloads(config, role="noise repeat") for _ in range(config.baseline_repeats - 1))]
+    every = [run for repeat in repeats for run in repeat.values()]
+    load = load_table(every, config)
+    reasons = busy(config, *every)
+    report = write_report(config, night, runs, every[len(runs):], {"host_load": load})
+    with pd.option_context("display.width", 200, "display.max_colwidth", 90, "display.float_format", "{:.4g}".format):
+        print("host load per run:\n" + load.to_string(index=False))
+    if reasons:
+        print(f"verdict: NOT PINNED, the host was busy ({'; '.join(reasons)}); the baseline is as it was; "
+              f"report {report}")
+        return EXIT_INCONCLUSIVE
     pairs = [(m, s) for m, s, _ in GATED] + [(m, TAIL_FALLBACK) for m, s, _ in GATED if s in TAIL_QUANTILES]
     noise = {name: measure_noise([r[name] for r in repeats], pairs) for name in runs}
     pin_baseline(config, {name: run.path for name, run in runs.items()})
     write_noise(config.state_dir, noise)
-    print(f"baseline pinned for {', '.join(runs)}: {config.baseline_file}")
     for name, spreads in noise.items():
         shown = ", ".join(f"{k} {v:.1%}" for k, v in spreads.items()) or "not measured (one repeat)"
         print(f"  {name}: run-to-run spread over {config.baseline_repeats} repeats: {shown}")
+    print(f"verdict: pinned {', '.join(runs)} ({len(every)} runs on a quiet host): {config.baseline_file}; "
+          f"report {report}")
+    return EXIT_PASS
 
 
 def run_night(config: NightlyConfig, pin: bool = False) -> int:
@@ -253,8 +268,7 @@ def run_night(config: NightlyConfig, pin: bool = False) -> int:
         baseline = {name: Run.load(path) for name, path in pinned_baseline(config).items()}
         runs = run_workloads(config)
         if pin or not baseline:
-            pin_with_noise(config, runs)
-            return EXIT_PASS
+            return pin_with_noise(config, night, runs)
         table, outcome, evidence = judge(config, night, baseline, runs)
         load = load_table([*runs.values(), *evidence], config)
         report = write_report(config, night, baseline, [*runs.values(), *evidence],

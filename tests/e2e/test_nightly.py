@@ -53,7 +53,10 @@ def nights(sglang_server, tmp_path_factory):
     folder = tmp_path_factory.mktemp("nightly")
     workloads = [synthetic(sglang_server.model_dir), {"name": "gsm8k", "options": {"limit": 6, "max_new_tokens": 24}}]
     config = write_config(folder, sglang_server.base_url, workloads, profile="cpu-testbed")
-    first = nightly(config)
+    # The pin is judged as on a quiet host: this tier loads its host on purpose, and a pin judged
+    # busy pins nothing (tests/unit/test_nightly_job.py).
+    first = nightly(write_config(folder, sglang_server.base_url, workloads, name="pin", profile="cpu-testbed",
+                                 busy_limits=NEVER_BUSY))
     with ThreadPoolExecutor(2) as pool:
         both = list(pool.map(nightly, [config, config]))
     return folder / "state", [first, *both]
@@ -62,7 +65,7 @@ def nights(sglang_server, tmp_path_factory):
 def test_the_first_night_pins_the_baseline(nights):
     state, results = nights
     assert results[0].returncode == 0, results[0].stderr
-    assert "baseline pinned for synthetic, gsm8k" in results[0].stdout
+    assert "verdict: pinned synthetic, gsm8k" in results[0].stdout and "host load per run" in results[0].stdout
     assert (state / "baseline.json").exists()
 
 
@@ -84,8 +87,10 @@ def test_two_nights_at_once_keep_every_row_and_their_own_report(nights):
     assert sorted(verdicts["night"]) == sorted(per_night.index)
     first_pass = history[(history["role"] == "candidate") & history["metric"].str.startswith("host_")]
     assert first_pass.groupby("night").size().tolist() == [8, 8]  # 4 load figures x 2 workloads each
-    reports = sorted((state / "reports").iterdir())
-    assert sorted(r.name for r in reports) == sorted(per_night.index)
+    everyone = sorted((state / "reports").iterdir())
+    reports = [r for r in everyone if r.name in per_night.index]
+    assert len(reports) == 2 and len(everyone) == 3  # and the pin's own, with its host-load table
+    assert (everyone[0] / "host_load.csv").exists()
     for report in reports:
         assert (report / "nightly_trend.png").stat().st_size > 0
         assert (report / "report.html").exists()
@@ -107,7 +112,7 @@ def slowdown(sglang_server, tmp_path_factory):
     change needs no 20 requests to be seen: these nights gate means of 4 (`FEW`)."""
     folder = tmp_path_factory.mktemp("slowdown")
     pin = nightly(write_config(folder, sglang_server.base_url, [synthetic(sglang_server.model_dir, output_tokens=32)],
-                               name="pin"))
+                               name="pin", busy_limits=NEVER_BUSY))
     assert pin.returncode == PASS, pin.stdout + pin.stderr
     return folder, [synthetic(sglang_server.model_dir, output_tokens=96)]
 

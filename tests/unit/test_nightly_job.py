@@ -81,3 +81,37 @@ def test_the_inconclusive_line_names_the_metrics_it_could_not_settle(capsys):
     verdict = capsys.readouterr().out.strip().splitlines()[-1]
     assert verdict.startswith("verdict: INCONCLUSIVE (gsm8k:tpot_ms p50 inconclusive")
     assert "ttft_ms" not in verdict
+
+
+def _fake_pin(monkeypatch, tmp_path, other_cpu_share: float):
+    """Repeats of one workload whose runs read `other_cpu_share`; pinning and the report recorded."""
+    made, pinned, reports = [], [], []
+
+    def run_workloads(config, names=None, launch=None, role="nightly"):
+        made.append(_run_dir(tmp_path, f"repeat{len(made)}", host_load={"other_cpu_share": other_cpu_share}))
+        return {"synthetic": made[-1]}
+
+    monkeypatch.setattr(job, "run_workloads", run_workloads)
+    monkeypatch.setattr(job, "measure_noise", lambda runs, pairs: {"tpot_ms mean": 0.02})
+    monkeypatch.setattr(job, "pin_baseline", lambda config, paths: pinned.append(paths))
+    monkeypatch.setattr(job, "write_report", lambda config, night, baseline, runs, tables:
+                        reports.append(tables) or Path("report.html"))
+    config = NightlyConfig(server="http://x", state_dir=tmp_path / "state", workloads=[{"name": "synthetic"}],
+                           baseline_repeats=3)
+    return job.pin_with_noise(config, "night", run_workloads(config)), pinned, reports
+
+
+def test_a_pin_on_a_busy_host_pins_nothing_and_says_so(monkeypatch, tmp_path, capsys):
+    code, pinned, reports = _fake_pin(monkeypatch, tmp_path, other_cpu_share=0.5)
+    out = capsys.readouterr().out
+    assert code == job.EXIT_INCONCLUSIVE and pinned == []
+    assert out.strip().splitlines()[-1].startswith("verdict: NOT PINNED, the host was busy (repeat0:")
+    assert "host load per run" in out and len(reports[0]["host_load"]) == 3
+
+
+def test_a_pin_on_a_quiet_host_pins_and_prints_its_verdict(monkeypatch, tmp_path, capsys):
+    code, pinned, reports = _fake_pin(monkeypatch, tmp_path, other_cpu_share=0.01)
+    out = capsys.readouterr().out
+    assert code == job.EXIT_PASS and list(pinned[0]) == ["synthetic"]
+    assert out.strip().splitlines()[-1].startswith("verdict: pinned synthetic (3 runs on a quiet host)")
+    assert set(reports[0]["host_load"]["busy"]) == {"no"}
