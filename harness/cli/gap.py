@@ -28,17 +28,17 @@ def gap(
     synthetic_input_tokens: Annotated[int, typer.Option(min=2, help="Prompt tokens of the synthetic content.")] = 512,
     seed: Annotated[int, typer.Option(help="Seed of the synthetic prompts and of the sampled requests.")] = 0,
     results: Annotated[Path, typer.Option(help="Folder that receives gap-<id>/.")] = Path("results/gap"),
+    analyse: Annotated[Path | None, typer.Option(help="Write the tables and figure of this finished design "
+                                                      "folder again, sending nothing.")] = None,
 ) -> None:
     """Speculation's gain taken apart: every (content x sampling x length) cell on a plain and a speculative
     server of one engine; accept length and decode speed-up per cell with paired intervals, and the change
     from the synthetic corner to the GSM8K corner attributed to each cause (docs/gap.md)."""
-    from contextlib import ExitStack
-
     from harness.errors import SparkbenchError
-    from harness.gap.analysis import analyse, load_cells
+    from harness.gap.analysis import analyse_cells, load_cells
     from harness.gap.design import CONTENTS, Lengths
     from harness.gap.outputs import attribution_markdown, cells_markdown, write_outputs
-    from harness.gap.run import GapSettings, held_targets, load_design, run_design
+    from harness.gap.run import GapSettings, load_design
 
     chosen = CONTENTS if contents == "all" else tuple(c.strip() for c in contents.split(",") if c.strip())
     unknown = [c for c in chosen if c not in CONTENTS]
@@ -51,12 +51,20 @@ def gap(
         raise SparkbenchError(f"--engine {engine!r}: choose one of {', '.join(ENGINE_PROFILES)}")
     if natural_cap < fixed_tokens:
         raise SparkbenchError(f"--natural-cap {natural_cap} is below --fixed-tokens {fixed_tokens}")
-    settings = GapSettings(chosen, prompts, Lengths(fixed_tokens, natural_cap), synthetic_input_tokens, seed)
-    profiles = dict(zip(("plain", "speculative"), (None, None) if plain else ENGINE_PROFILES[engine]))
-    with ExitStack() as stack:
-        targets = held_targets(stack, {"plain": plain, "speculative": spec}, profiles)
-        folder = run_design(targets, settings, results)
+    folder = analyse or _run(engine, plain, spec, GapSettings(chosen, prompts, Lengths(fixed_tokens, natural_cap),
+                                                               synthetic_input_tokens, seed), results)
     design = load_design(folder)
-    cells, attribution = analyse(load_cells(folder, design))
+    cells, attribution = analyse_cells(load_cells(folder, design))
     report = write_outputs(folder, cells, attribution, design)
     print(f"{cells_markdown(cells)}\n\n{attribution_markdown(attribution)}\n\ngap: {folder}\nreport: {report}")
+
+
+def _run(engine: str, plain: str | None, spec: str | None, settings, results: Path) -> Path:
+    """Run the design on the two servers given, else on the engine's real-model profiles, launched."""
+    from contextlib import ExitStack
+
+    from harness.gap.run import held_targets, run_design
+
+    profiles = dict(zip(("plain", "speculative"), (None, None) if plain else ENGINE_PROFILES[engine]))
+    with ExitStack() as stack:
+        return run_design(held_targets(stack, {"plain": plain, "speculative": spec}, profiles), settings, results)

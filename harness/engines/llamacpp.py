@@ -33,6 +33,7 @@ from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreach
 from harness.engines.meta import NO_SPECULATION, lookup, number, speculation_columns
 from harness.engines.prometheus import spec_decode_counters
 from harness.engines.registry import Engine, register, register_api
+from harness.engines.scoring import post_json
 from harness.engines.series import (
     GENERATION_TOKENS,
     KV_USAGE,
@@ -240,6 +241,13 @@ class LlamaCppEngine(Engine):
         """With speculation: the prompt step (which makes the first token) plus the decode rounds."""
         rounds = self.speculation(meta, math.nan)["verify_rounds"]
         return rounds + 1 if rounds > 0 else math.nan
+
+    def greedy_ids(self, http: httpx.Client, base_url: str, prompt_ids: list[int], max_new_tokens: int) -> list[int]:
+        """Greedy `/completion` of the ids, its tokens as ids (`return_tokens`); the prompt cache is
+        off so that every answer is computed from its own prompt alone."""
+        body = {"prompt": prompt_ids, "n_predict": max_new_tokens, "temperature": 0.0, "top_k": 1,
+                "return_tokens": True, "cache_prompt": False, "stream": False}
+        return [int(i) for i in post_json(http, base_url + COMPLETION, body).get("tokens") or []]
 
     def server_facts(self, snapshot: dict[str, Any], launch_args: tuple[str, ...]) -> dict[str, Any]:
         return llamacpp_server_facts(snapshot.get("props") or {}, snapshot.get("slots"), launch_args)

@@ -7,7 +7,9 @@ Figures of a cell (its plain run P and speculative run S, the same prompts, alig
   them, else the client's `decode_ms`; the table says which.
 - accept length, both weightings: token-weighted `sum(tokens) / sum(rounds)` and the mean of the
   per-request accept lengths (`harness.metrics.speculative`).
-A failed request adds nothing to either sum.
+A failed request adds nothing to either sum. A request of the speculative server that reports no
+speculation figures drafted nothing (llama.cpp leaves `draft_n` out then): each of its decode steps
+made one token, so it counts with accept length 1 over `completion_tokens - 1` rounds.
 
 Intervals: 95% percentile bootstrap over prompts, paired: one resample of prompt positions is
 applied to both runs of a cell and to every cell of the same content (whose prompts are the same),
@@ -76,6 +78,13 @@ def _timing(*frames: pd.DataFrame) -> str:
     return "server"
 
 
+def _undrafted_as_rounds(frame: pd.DataFrame) -> pd.DataFrame:
+    """Successful requests without speculation figures as rounds of one token each (module docstring)."""
+    missing = (frame["status"] == "ok") & frame["accept_length"].isna() & (frame["completion_tokens"] > 1)
+    return frame.assign(accept_length=frame["accept_length"].mask(missing, 1.0),
+                        verify_rounds=frame["verify_rounds"].mask(missing, frame["completion_tokens"] - 1))
+
+
 def cell_arrays(plain: pd.DataFrame, spec: pd.DataFrame, order: list[str]) -> CellArrays:
     """The two runs' derived tables aligned on `order` (prompt ids); a prompt missing from a run counts
     as a failed request."""
@@ -84,7 +93,7 @@ def cell_arrays(plain: pd.DataFrame, spec: pd.DataFrame, order: list[str]) -> Ce
         frame["status"] = frame["status"].fillna("missing")
         return frame.reset_index()
 
-    p, s = aligned(plain), aligned(spec)
+    p, s = aligned(plain), _undrafted_as_rounds(aligned(spec))
     timing = _timing(plain, spec)
     accepted, rounds = accept_length_parts(s.assign(verify_rounds=s["verify_rounds"].where(s["status"] == "ok")))
     per_request = s["accept_length"].to_numpy(dtype=float)
@@ -159,7 +168,7 @@ def load_cells(folder: Path, design: dict) -> list[LoadedCell]:
     return loaded
 
 
-def analyse(cells: list[LoadedCell], n_resamples: int = N_RESAMPLES, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+def analyse_cells(cells: list[LoadedCell], n_resamples: int = N_RESAMPLES, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(cell table, attribution table): one row per cell with each figure's point and interval;
     one row per (figure, share) of the attribution, where the cube between the corners was run."""
     figures = {c.levels: cell_figures(c.arrays, resample_positions(len(c.arrays.plain_tokens), n_resamples, seed))

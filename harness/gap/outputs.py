@@ -42,7 +42,8 @@ def attribution_markdown(attribution: pd.DataFrame) -> str:
     lines = ["| figure | share | value [95% interval] |", "|---|---|---|"]
     for _, row in attribution.iterrows():
         interval = f" [{row['low']:+.3f}, {row['high']:+.3f}]" if math.isfinite(row["low"]) else ""
-        lines.append(f"| {row['figure']} | {SHARE_NAMES.get(row['share'], row['share'])} | {row['value']:+.3f}{interval} |")
+        value = f"{row['value']:+.3f}{interval}" if math.isfinite(row["value"]) else "not measured"
+        lines.append(f"| {row['figure']} | {SHARE_NAMES.get(row['share'], row['share'])} | {value} |")
     return "\n".join(lines)
 
 
