@@ -1,0 +1,123 @@
+"""The gap design: cells, the sampling each sends, and the attribution's arithmetic."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.gap.analysis import attribute, cell_arrays, cell_figures
+from harness.gap.design import (
+    CONTENTS,
+    FACTORS,
+    GSM8K_CORNER,
+    SYNTHETIC_CORNER,
+    Cell,
+    CellWorkload,
+    Lengths,
+    cell_sampling,
+    cells,
+)
+from harness.spec import Prompt, SamplingParams
+from harness.testbed.conversion_check import common_prefix
+
+LENGTHS = Lengths(fixed=64, natural_cap=256)
+
+
+def test_every_content_gets_four_cells_and_the_corners_are_among_them():
+    design = cells(CONTENTS)
+    assert len(design) == 4 * len(CONTENTS)
+    assert {SYNTHETIC_CORNER, GSM8K_CORNER} <= {c.levels for c in design}
+
+
+def test_a_fixed_cell_ignores_eos_and_stops_and_a_natural_one_keeps_the_contents_stops():
+    original = SamplingParams(max_new_tokens=9, stop=("Question:",))
+    fixed = cell_sampling(Cell("gsm8k", "greedy", "fixed"), original, LENGTHS, seed=3)
+    natural = cell_sampling(Cell("gsm8k", "published", "natural"), original, LENGTHS, seed=3)
+    assert (fixed.max_new_tokens, fixed.ignore_eos, fixed.stop, fixed.temperature, fixed.seed) == (64, True, (), 0.0, None)
+    assert (natural.max_new_tokens, natural.ignore_eos, natural.stop) == (256, False, ("Question:",))
+    assert (natural.temperature, natural.top_p, natural.top_k, natural.seed) == (0.6, 0.95, 29, 3)
+
+
+class _Inner:
+    name = "gsm8k"
+
+    def prompts(self):
+        return [Prompt(f"q{i}", SamplingParams(max_new_tokens=5, stop=("Q:",)), text=f"t{i}", followups=("more",))
+                for i in range(3)]
+
+    def warmup_prompts(self, count):
+        return self.prompts()[:count]
+
+    def spec(self):
+        return {"name": "gsm8k", "requires_uncached_prompts": True, "sampling": {"stop": ["Q:"]}}
+
+
+def test_a_cell_sends_the_contents_prompts_with_its_sampling_seeded_per_prompt():
+    workload = CellWorkload(_Inner(), Cell("gsm8k", "published", "natural"), LENGTHS, base_seed=10)
+    prompts = workload.prompts()
+    assert [p.prompt_id for p in prompts] == ["q0", "q1", "q2"]
+    assert [p.sampling.seed for p in prompts] == [10, 11, 12]
+    assert all(p.followups == () for p in prompts)
+    spec = workload.spec()
+    assert spec["gap_cell"] == {"content": "gsm8k", "sampling": "published", "length": "natural"}
+    assert spec["sampling"]["stop"] == ["Q:"] and spec["requires_uncached_prompts"] is False
+
+
+def _cube_value(effects: dict[str, float], interaction: float):
+    """A figure over the cube: additive effects plus an interaction of all three factors."""
+    def value(levels):
+        moved = [levels[i] == GSM8K_CORNER[i] for i in range(3)]
+        return np.array([sum(effects[f] for f, m in zip(FACTORS, moved) if m) + interaction * all(moved)])
+    return value
+
+
+def test_shapley_shares_add_up_to_the_change_and_one_at_a_time_leaves_the_interaction():
+    effects = {"content": -0.3, "sampling": -0.2, "length": -0.1}
+    shares = attribute(_cube_value(effects, interaction=0.06))
+    assert shares["delta"][0] == pytest.approx(-0.54)
+    assert sum(shares[f"shapley:{f}"][0] for f in FACTORS) == pytest.approx(-0.54)
+    for factor, effect in effects.items():
+        assert shares[f"one_at_a_time:{factor}"][0] == pytest.approx(effect)
+        assert shares[f"shapley:{factor}"][0] == pytest.approx(effect + 0.02)  # the interaction shared out
+    assert shares["one_at_a_time:interaction"][0] == pytest.approx(0.06)
+
+
+def _runs(spec_accept):
+    plain = pd.DataFrame({"prompt_id": ["a", "b"], "status": ["ok", "ok"], "completion_tokens": [11, 21],
+                          "server_tpot_ms": [10.0, 10.0], "decode_ms": [100.0, 200.0],
+                          "accept_length": [math.nan] * 2, "verify_rounds": [math.nan] * 2})
+    spec = plain.assign(server_tpot_ms=[5.0, 5.0], accept_length=spec_accept, verify_rounds=[5.0, math.nan])
+    return plain, spec
+
+
+def test_speedup_is_the_ratio_of_decode_throughputs_and_an_undrafted_request_accepts_one_per_round():
+    plain, spec = _runs([2.0, math.nan])
+    arrays = cell_arrays(plain, spec, ["a", "b"])
+    figures = cell_figures(arrays, np.arange(2)[None, :])
+    assert arrays.timing == "server"
+    assert figures["speedup"][0] == pytest.approx(2.0)
+    # a: 2.0 over 5 rounds (10 tokens); b drafted nothing: 20 tokens in 20 rounds
+    assert figures["accept_length_token_weighted"][0] == pytest.approx(30 / 25)
+    assert figures["accept_length_request_weighted"][0] == pytest.approx(1.5)
+
+
+def test_a_failed_request_adds_nothing_to_either_arm():
+    plain, spec = _runs([2.0, 2.0])
+    spec.loc[1, "status"] = "failed"
+    figures = cell_figures(cell_arrays(plain, spec, ["a", "b"]), np.arange(2)[None, :])
+    assert figures["spec_decode_tok_s"][0] == pytest.approx(10 / 0.05)
+    assert figures["accept_length_request_weighted"][0] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(("a", "b", "n"), [([1, 2, 3], [1, 2, 4], 2), ([5], [6], 0), ([1, 2], [1, 2, 3], 2)])
+def test_common_prefix_counts_the_shared_leading_tokens(a, b, n):
+    assert common_prefix(a, b) == n
+
+
+def test_cells_come_content_by_content():
+    order = [c.content for c in cells(("synthetic", "gsm8k"))]
+    assert order == [k for k, g in itertools.groupby(order) for _ in range(4)]
