@@ -33,6 +33,7 @@ def find_capacity(request: RunRequest, settings: CapacitySettings) -> tuple[Path
     """Bisect over trial runs of `request` at each rate, on one server; (folder, outcome)."""
     from harness import session
     from harness.sweep.capacity_dir import run_search
+    from harness.sweep.trial_plan import TrialPlan
 
     if not request.options.slo:
         raise SparkbenchError("capacity: give the SLO targets to keep, e.g. --slo ttft=500ms,tpot=50ms,e2e=30s")
@@ -40,12 +41,14 @@ def find_capacity(request: RunRequest, settings: CapacitySettings) -> tuple[Path
              "workload": request.workload.name, "slo": request.options.slo,
              "options": request.options.model_dump(mode="json", include=set(RECORDED))}
     with session.open_target(request.target) as target:
-        def run_trial(rate: float, folder: Path) -> Path:
-            options = RunSettings.part_of(request.options, request_rate=rate)
-            trial = request.model_copy(update={"options": options, "results": folder, "label": f"r={rate:g}/s"})
+        def run_trial(plan: TrialPlan, folder: Path) -> Path:
+            options = RunSettings.part_of(request.options, request_rate=plan.rate, arrival_seed=plan.arrival_seed,
+                                          duration_s=plan.duration_s, warmup_window_s=plan.warmup_window_s)
+            trial = request.model_copy(update={"options": options, "results": folder,
+                                               "label": f"r={plan.rate:g}/s"})
             return session.run(trial, target).path
 
-        return run_search(settings, run_trial, facts)
+        return run_search(settings, run_trial, facts, request.options)
 
 
 def add_capacity_command(commands: typer.Typer, name: str, registered: WorkloadEntry) -> None:
@@ -60,7 +63,13 @@ def add_capacity_command(commands: typer.Typer, name: str, registered: WorkloadE
         raise typer.Exit(1 if found.status == "out of trials" else 0)
 
     command.__doc__ = (f"{registered.description} Trial runs at rates bisected between --floor-rps and "
-                       "--ceiling-rps; exit 0 with a capacity (or its bound), 1 when the trials ran out.")
+                       "--ceiling-rps; exit 0 with a capacity (or its bound), 1 when the trials ran out. "
+                       "The capacity is a rate offered (a drawn schedule offers its own rate, not exactly "
+                       "the one asked) at which --confirmations runs, each on an arrival schedule of its own "
+                       "(seeds derived from --arrival-seed), met --attainment with the server keeping up; it "
+                       "depends on the SLO, the target, the workload's lengths, --burstiness, --max-concurrency "
+                       "and the trial length (--trial-requests measured after a warm-up of 20 service "
+                       "times), and is given with the spread of those runs and its bracket.")
     commands.command(name)(command)
 
 

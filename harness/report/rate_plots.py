@@ -75,7 +75,8 @@ def plot_goodput(points: pd.DataFrame, out_dir: Path, reduced: bool, target: flo
     good, share = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     for name, curve in _curves(points):
         good.plot(curve["request_rate"], curve["goodput_rps"], marker="o", label=name)
-        errors = [curve["slo_attainment"] - curve["slo_ci95_low"], curve["slo_ci95_high"] - curve["slo_attainment"]]
+        errors = [(curve["slo_attainment"] - curve["slo_ci95_low"]).clip(lower=0),  # as in plot_capacity
+                  (curve["slo_ci95_high"] - curve["slo_attainment"]).clip(lower=0)]
         share.errorbar(curve["request_rate"], curve["slo_attainment"], yerr=errors, marker="o", capsize=3, label=name)
     if points["slo_attainment"].isna().all():
         for ax in (good, share):
@@ -97,13 +98,17 @@ def plot_rates(points: pd.DataFrame, out_dir: Path, reduced: bool, target: float
 
 def plot_capacity(trials: pd.DataFrame, bracket: tuple[float, float], target: float, out_dir: Path,
                   reduced: bool) -> list[Path]:
-    """Each trial's attainment (interval bars, marked by role) against its rate; the target line and
-    the bracket shaded."""
+    """Each trial's attainment (interval bars, marked by role) against the rate it offered (the rate
+    asked where that was not measured); the target line and the bracket shaded."""
     fig = new_figure(7, 4.5)
     ax = fig.add_subplot()
+    offered = trials["offered_rps"].astype(float) if "offered_rps" in trials else pd.Series(math.nan, trials.index)
+    trials = trials.assign(offered=offered.fillna(trials["rate"]))
     for role, rows in trials.groupby("role", sort=False):
-        errors = [rows["attainment"] - rows["ci95_low"], rows["ci95_high"] - rows["attainment"]]
-        ax.errorbar(rows["rate"], rows["attainment"], yerr=errors, marker="o", linestyle="none", capsize=3, label=role)
+        # clipped at 0: an interval's end rounds a hair past the point at 0% or 100%
+        errors = [(rows["attainment"] - rows["ci95_low"]).clip(lower=0),
+                  (rows["ci95_high"] - rows["attainment"]).clip(lower=0)]
+        ax.errorbar(rows["offered"], rows["attainment"], yerr=errors, marker="o", linestyle="none", capsize=3, label=role)
     ax.axhline(target, color="#a00000", linewidth=0.8, linestyle="--", label=f"target {target:.1%}")
     low, high = bracket
     if math.isfinite(low) and math.isfinite(high):

@@ -1,18 +1,24 @@
 """The capacity under an SLO: the highest arrival rate whose SLO attainment stays at or above a
-target, found by bisection over short open-loop runs.
+target, found by bisection over open-loop runs.
 
-`search(measure, ...)` is the whole procedure, given `measure(rate) -> Trial` (one run at that rate):
+`search(measure, ...)` is the whole procedure, given `measure(rate, role) -> Trial` (one run asked
+for that rate, each on an arrival schedule of its own: `harness.sweep.capacity_dir`):
 1. the floor must pass (else the capacity is below it) and the ceiling must fail (else it is at
    least the ceiling): each is one trial;
-2. bisection on the geometric mean of the bracket (rates span orders of magnitude; rounded to
-   RATE_DIGITS significant digits) until `high / low <= 1 + tolerance`: the bracket is [highest rate
-   that passed, lowest that failed];
-3. a confirmation run at the bracket's low end. If it fails (attainment near the target is noisy),
-   that rate becomes the bracket's high end, the highest lower rate that passed its low end, and
-   step 2 continues from there.
+2. bisection on the geometric mean of the asked rates (rates span orders of magnitude; rounded to
+   RATE_DIGITS significant digits) until `high / low <= 1 + tolerance`;
+3. `confirmations` runs at the low end, each on a schedule not used before. If one fails
+   (attainment near the target is noisy), that rate becomes the high end, the highest lower rate
+   that passed the low end, and step 2 continues from there.
 At most `max_trials` runs in all; a search that runs out says so instead of claiming a capacity.
-A trial passes when its attainment (point estimate) is at least the target; each trial keeps its
-95% interval, so a reader sees how sure each step was.
+A trial passes when its attainment (point estimate) is at least the target and the server kept up
+with it (no overload: `harness.metrics.overload`); each trial keeps its 95% interval.
+
+The outcome is stated in rates offered, not asked: a drawn schedule offers its own rate, which can
+stray from the one asked by several percent (about 1 / sqrt(requests)). The capacity is the lowest
+rate offered by the runs that passed at the low end (the search's and the confirmations'), and the
+bracket runs from there to the highest rate offered by a failing run at the high end; the spread of
+the confirmations (offered rates, attainments) is the uncertainty the schedules leave.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ RATE_DIGITS = 4  # significant digits of a bisected rate: readable in folder nam
 
 @dataclass(frozen=True)
 class Trial:
-    """One run at an offered rate: its SLO attainment (with a 95% interval) and where it lies."""
+    """One run asked for `rate`: the rate its schedule offered, its SLO attainment (with a 95%
+    interval), whether the server kept up, the arrival seed it was drawn with, and where it lies."""
 
     rate: float
     attainment: float
@@ -34,9 +41,17 @@ class Trial:
     ci95_high: float = math.nan
     run_dir: str | None = None
     role: str = "search"  # floor, ceiling, search or confirmation
+    offered_rps: float = math.nan  # NaN: not measured, the asked rate stands for it
+    overloaded: bool = False
+    arrival_seed: int | None = None
+    service_ms: float = math.nan  # E2E p50 from the send: how long the server took per request
 
     def passes(self, target: float) -> bool:
-        return self.attainment >= target
+        return self.attainment >= target and not self.overloaded
+
+    @property
+    def offered(self) -> float:
+        return self.offered_rps if math.isfinite(self.offered_rps) else self.rate
 
 
 @dataclass
@@ -46,25 +61,40 @@ class Capacity:
 
     target: float
     tolerance: float
-    capacity_rps: float | None = None
-    bracket: tuple[float, float] = (math.nan, math.nan)
+    capacity_rps: float | None = None  # offered
+    bracket: tuple[float, float] = (math.nan, math.nan)  # offered
     status: str = "searching"  # confirmed, at least the ceiling, below the floor, out of trials
     trials: list[Trial] = field(default_factory=list)
+    asked_rps: float | None = None  # the asked rate of the runs that hold the capacity
+
+    def holding(self) -> list[Trial]:
+        """The passing runs at the asked rate of the capacity: the search's and the confirmations'."""
+        return [t for t in self.trials if t.rate == self.asked_rps and t.passes(self.target)]
+
+    def spread(self) -> str:
+        """The confirmations' spread: how many runs, their offered rates and attainments."""
+        held = self.holding()
+        offered, attained = [t.offered for t in held], [t.attainment for t in held]
+        return (f"{len(held)} runs on schedules of their own offered {min(offered):.3g}-{max(offered):.3g} req/s, "
+                f"attainment {min(attained):.1%}-{max(attained):.1%}")
 
     def sentence(self) -> str:
-        """The outcome in words."""
+        """The outcome in words, in rates offered."""
         low, high = self.bracket
         rule = f"SLO attainment >= {self.target:.1%}, tolerance {self.tolerance:.0%}"
         if self.status == "below the floor":
-            return f"capacity below the lowest rate tried, {high:g} req/s ({rule})"
+            return f"capacity below the lowest rate tried, {high:.3g} req/s offered ({rule})"
         if self.status == "at least the ceiling":
-            return f"capacity at least the highest rate tried, {low:g} req/s ({rule})"
-        told = "confirmed by a final run" if self.status == "confirmed" else "NOT confirmed: ran out of trials"
-        return f"capacity {low:.3g} req/s, bracket [{low:.3g}, {high:.3g}] req/s, {told} ({rule})"
+            return f"capacity at least the highest rate tried, {low:.3g} req/s offered ({rule})"
+        if self.status != "confirmed":
+            return (f"capacity NOT confirmed: ran out of trials, bracket [{low:.3g}, {high:.3g}] req/s offered "
+                    f"({rule})")
+        return (f"capacity {low:.3g} req/s offered (asked {self.asked_rps:g}: {self.spread()}), bracket "
+                f"[{low:.3g}, {high:.3g}] req/s offered, confirmed by runs on unseen schedules ({rule})")
 
 
 def search(measure: Callable[[float, str], Trial], floor: float, ceiling: float, target: float = 0.99,
-           tolerance: float = 0.10, max_trials: int = 12) -> Capacity:
+           tolerance: float = 0.10, max_trials: int = 12, confirmations: int = 1) -> Capacity:
     """Bisect the highest rate in [floor, ceiling] whose attainment meets `target` (module docstring);
     `measure(rate, role)` runs one trial."""
     if not 0 < floor < ceiling:
@@ -76,24 +106,49 @@ def search(measure: Callable[[float, str], Trial], floor: float, ceiling: float,
         return found.trials[-1].passes(target)
 
     if not trial(floor, "floor"):
-        found.bracket, found.status = (0.0, floor), "below the floor"
-        return found
+        return _ended(found, "below the floor", None, floor)
     if trial(ceiling, "ceiling"):
-        found.bracket, found.status, found.capacity_rps = (ceiling, math.inf), "at least the ceiling", ceiling
-        return found
+        return _ended(found, "at least the ceiling", ceiling, None)
     low, high = floor, ceiling
     while len(found.trials) < max_trials:
         middle = float(f"{math.sqrt(low * high):.{RATE_DIGITS}g}")
         if high / low > 1 + tolerance and low < middle < high:
             low, high = (middle, high) if trial(middle, "search") else (low, middle)
             continue
-        if trial(low, "confirmation"):
-            found.bracket, found.status, found.capacity_rps = (low, high), "confirmed", low
-            return found
+        held = _confirm(trial, low, confirmations, max_trials - len(found.trials))
+        if held is None:
+            break
+        if held:
+            return _ended(found, "confirmed", low, high)
         high = low
         low = max((t.rate for t in found.trials if t.rate < high and t.passes(target)), default=None)
         if low is None:
-            found.bracket, found.status = (0.0, high), "below the floor"
-            return found
-    found.bracket, found.status = (low, high), "out of trials"
+            return _ended(found, "below the floor", None, high)
+    return _ended(found, "out of trials", low, high)
+
+
+def _confirm(trial: Callable[[float, str], bool], rate: float, runs: int, left: int) -> bool | None:
+    """`runs` confirmations at `rate`, stopping at the first that fails (False); None when the trials
+    left run out first."""
+    for _ in range(runs):
+        if left <= 0:
+            return None
+        left -= 1
+        if not trial(rate, "confirmation"):
+            return False
+    return True
+
+
+def _ended(found: Capacity, status: str, low: float | None, high: float | None) -> Capacity:
+    """The outcome in rates offered: the low end is the lowest rate offered by the passing runs asked
+    for `low`, the high end the highest offered by the failing runs asked for `high` (0 and infinity
+    for an open end); the capacity is the low end, unless the search ended without one."""
+    def offered(rate: float | None, passed: bool, pick: Callable, default: float) -> float:
+        runs = [t.offered for t in found.trials if t.rate == rate and t.passes(found.target) == passed]
+        return pick(runs) if runs else default
+
+    found.status, found.asked_rps = status, low
+    found.bracket = (offered(low, True, min, 0.0), offered(high, False, max, math.inf))
+    if status in ("confirmed", "at least the ceiling"):
+        found.capacity_rps = found.bracket[0]
     return found

@@ -4,8 +4,9 @@
 `report.html` / `report.md`. `capacity.json` is a `CapacityRecord` (`harness.sweep.record`).
 
 `run_search` drives the bisection (`harness.sweep.capacity.search`) with a function that runs one
-trial at a rate into a folder and returns its run directory; a trial's attainment is read from its
-run's summary, so every figure comes from the records like any run's.
+trial as planned (`harness.sweep.trial_plan`: its rate, its own arrival seed, a duration long enough
+for the queue's steady state) into a folder and returns its run directory; a trial's offered rate,
+attainment and overload are read from its run, so every figure comes from the records like any run's.
 """
 
 from __future__ import annotations
@@ -21,27 +22,36 @@ import pandas as pd
 
 from harness.analysis.rates import RATE_KEYS, rate_points
 from harness.analysis.run import Run
+from harness.analysis.telemetry import queue_growth
 from harness.errors import SparkbenchError, describe_os_error
+from harness.metrics.overload import overload_warning
 from harness.records.rundir import git_commit, host_facts, utc_now, utc_stamp
 from harness.report.markup import as_text
 from harness.report.rate_plots import plot_capacity, plot_rates
 from harness.report.sweep_report import render_html, render_markdown
+from harness.run.arrivals import LoadOptions
 from harness.sweep.capacity import Capacity, Trial, search
 from harness.sweep.capacity_settings import CapacitySettings
 from harness.sweep.record import CAPACITY_RECORD_VERSION, CapacityRecord, TrialEntry
+from harness.sweep.trial_plan import TrialPlan, measured_requests, plan_trial
 
 CAPACITY_MANIFEST = "capacity.json"
-RunTrial = Callable[[float, Path], Path]  # (rate, folder) -> the run directory it made there
+RunTrial = Callable[[TrialPlan, Path], Path]  # (plan, folder) -> the run directory it made there
 
 
 def trial_of(run_dir: Path, rate: float, role: str) -> Trial:
-    """A trial from its run's summary: SLO attainment and its interval (a run without targets is refused)."""
+    """A trial from its run: SLO attainment and its interval, the rate its schedule offered, whether
+    the server kept up, its arrival seed and service time (a run without targets is refused)."""
     run = Run.load(run_dir)
     if not run.slo_targets:
         raise SparkbenchError("sparkbench capacity needs SLO targets (--slo ttft=...,tpot=...,e2e=...)")
-    rows = run.summary[run.summary["metric"] == "slo_attainment"].set_index("stat")["value"]
-    return Trial(rate=rate, attainment=float(rows["mean"]), ci95_low=float(rows["ci95_low"]),
-                 ci95_high=float(rows["ci95_high"]), run_dir=str(run_dir), role=role)
+    summary = run.summary.set_index(["metric", "stat"])["value"]
+    return Trial(rate=rate, attainment=float(summary[("slo_attainment", "mean")]),
+                 ci95_low=float(summary[("slo_attainment", "ci95_low")]),
+                 ci95_high=float(summary[("slo_attainment", "ci95_high")]), run_dir=str(run_dir), role=role,
+                 offered_rps=float(summary[("offered_rate_rps", "value")]),
+                 overloaded=overload_warning(run.judged, queue_growth(run)) is not None,
+                 arrival_seed=run.record.options.arrival_seed, service_ms=float(summary[("e2e_ms", "p50")]))
 
 
 def new_folder(settings: CapacitySettings) -> Path:
@@ -53,27 +63,43 @@ def new_folder(settings: CapacitySettings) -> Path:
     return path
 
 
-def run_search(settings: CapacitySettings, run_trial: RunTrial, facts: dict) -> tuple[Path, Capacity]:
+def run_search(settings: CapacitySettings, run_trial: RunTrial, facts: dict,
+               load: LoadOptions | None = None) -> tuple[Path, Capacity]:
     """Create the folder, bisect with `run_trial`, save `capacity.json` after every trial (a search
     stopped half-way keeps what it measured), and write the outputs; `facts` (configuration,
-    workload, SLO, the run options) go into the record as they are."""
+    workload, SLO, the run options) go into the record as they are. Each trial is planned from
+    `load` (the search's arrival seed, windows and duration; `harness.sweep.trial_plan`)."""
+    load = load or LoadOptions()
     folder = new_folder(settings)
     record = CapacityRecord(record_version=CAPACITY_RECORD_VERSION, capacity_id=folder.name, git=git_commit(),
                             host=host_facts(), started_at=utc_now(), settings=settings.model_dump(mode="json"), **facts)
+    requests = measured_requests(settings.attainment, settings.trial_requests)
+    trials: list[Trial] = []
 
     def measure(rate: float, role: str) -> Trial:
         nonlocal record
         number = len(record.trials) + 1
-        print(f"capacity: trial {number} ({role}) at {rate:g} req/s", file=sys.stderr, flush=True)
-        trial = trial_of(run_trial(rate, folder / "trials" / f"{number:02d}-{role}-r{rate:g}"), rate, role)
+        plan = plan_trial(rate, number, base_seed=load.arrival_seed, requests=requests,
+                          service_ms=max((t.service_ms for t in trials if t.passes(settings.attainment)),
+                                         default=math.nan),
+                          warmup_window_s=load.warmup_window_s, cooldown_window_s=load.cooldown_window_s,
+                          duration_s=load.duration_s)
+        print(f"capacity: trial {number} ({role}) asked {rate:g} req/s, arrival seed {plan.arrival_seed}, "
+              f"{plan.duration_s:.4g} s ({plan.warmup_window_s:.4g} s warm-up)", file=sys.stderr, flush=True)
+        trial = trial_of(run_trial(plan, folder / "trials" / f"{number:02d}-{role}-r{rate:g}"), rate, role)
+        trials.append(trial)
+        verdict = "passes" if trial.passes(settings.attainment) else "fails"
+        print(f"capacity: trial {number} offered {trial.offered:.4g} req/s, attainment {trial.attainment:.1%}"
+              f"{', overloaded' if trial.overloaded else ''}: {verdict}", file=sys.stderr, flush=True)
         entry = TrialEntry(**asdict(trial) | {"run_dir": str(Path(trial.run_dir).relative_to(folder))})
         record = record.updated(trials=[*record.trials, entry])
         save(folder, record)
         return trial
 
     found = search(measure, settings.floor_rps, settings.ceiling_rps, settings.attainment, settings.tolerance,
-                   settings.max_trials)
+                   settings.max_trials, settings.confirmations)
     record = record.updated(ended_at=utc_now(), status=found.status, capacity_rps=found.capacity_rps,
+                            asked_rps=found.asked_rps,
                             bracket=tuple(_json_number(v) for v in found.bracket), sentence=found.sentence())
     save(folder, record)
     write_outputs(folder, record)
@@ -113,7 +139,8 @@ def write_outputs(folder: Path, record: CapacityRecord) -> tuple[Path, Path]:
                *plot_rates(points, folder / "plots", reduced, attainment)]
     title = f"sparkbench capacity {record.capacity_id}"
     notes = [record.sentence or "search not finished", *(["REDUCED SCALE CPU test bed"] if reduced else []),
-             f"SLO targets: {record.slo}; each trial is an ordinary run directory under trials/"]
+             f"SLO targets: {record.slo}; each trial is an ordinary run directory under trials/, on an "
+             "arrival schedule of its own (arrival_seed); rates are those offered (offered_rps), not asked"]
     parts = [("Trials, in the order run", as_text(trials.drop(columns=["run_dir"]), "{:.4g}")),
              ("Trials by offered rate", as_text(points, "{:.4g}"))]
     html_path, md_path = folder / "report.html", folder / "report.md"

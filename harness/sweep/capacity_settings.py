@@ -21,7 +21,11 @@ class CapacitySettings(StrictModel):
                              "this fraction of its low end [0.10 = 10%].")
     floor_rps: float = Field(0.1, gt=0.0, description="Lowest arrival rate tried, requests/s [0.1].")
     ceiling_rps: float = Field(10.0, gt=0.0, description="Highest arrival rate tried, requests/s [10].")
-    max_trials: int = Field(12, ge=3, description="Trial runs at most, the confirmation included [12].")
+    max_trials: int = Field(16, ge=3, description="Trial runs at most, the confirmations included [16].")
+    confirmations: int = Field(3, ge=1, description="Runs at the capacity found, each on an arrival schedule "
+                               "of its own, that must all meet the target; their spread is reported [3].")
+    trial_requests: int | None = Field(None, ge=1, description="Measured requests per trial [enough for 10 "
+                                       "misses at the target, at least 200: 1,000 at 99%].")
 
     @model_validator(mode="after")
     def _a_bracket(self) -> CapacitySettings:

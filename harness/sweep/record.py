@@ -91,6 +91,10 @@ class TrialEntry(Entry):
     ci95_high: float | None = None
     run_dir: str | None = None
     role: str = "search"
+    offered_rps: float | None = None  # the rate its schedule offered (NaN or null: not measured)
+    overloaded: bool = False  # the server did not keep up (harness.metrics.overload)
+    arrival_seed: int | None = None
+    service_ms: float | None = None  # E2E p50 from the send
 
 
 class CapacityRecord(FolderRecord):
@@ -104,6 +108,7 @@ class CapacityRecord(FolderRecord):
     options: dict[str, Any] = Field(default_factory=dict)
     trials: list[TrialEntry] = Field(default_factory=list)
     status: str | None = None  # None while searching
-    capacity_rps: float | None = None
+    capacity_rps: float | None = None  # offered
+    asked_rps: float | None = None  # the rate asked of the runs that hold the capacity
     bracket: tuple[float | None, float | None] | None = None  # an open end is null
     sentence: str | None = None

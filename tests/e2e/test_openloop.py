@@ -11,7 +11,8 @@ shows, reached here within a dozen requests (the tiny model alone batches far mo
 E2E limit is set from the same deployment's own figure at a low rate (an open-loop run at 0.5
 requests/s first), since on a shared 2-core host that figure moves with the other load; the target
 is the median request (50% attainment). The session's server is attached by URL, so its runs are not
-marked reduced scale. Twelve requests a trial put the attainment at the crossing rate within one
+marked reduced scale. Twelve measured requests a trial (`--trial-requests 12`, after the warm-up
+window the search sizes, one confirmation) put the attainment at the crossing rate within one
 request of the target, so a confirmation can overturn a bracket and the search may spend its trials
 (CI saw 0.50 then 0.42 at the same rate): it then ends `out of trials` with exit 1 and says so, and
 its bracket must still be what its latest runs say."""
@@ -48,17 +49,21 @@ def test_a_capacity_search_and_a_rate_sweep_finish_with_their_figures(sglang_ser
     slo = ["--slo", slo_from_a_low_rate(sglang_server, tmp_path / "low")]
     found = sparkbench("capacity", "synthetic", "--server", sglang_server.base_url, *tokenizer, *LOAD, *slo,
                        "--attainment", str(TARGET), "--floor-rps", "0.5", "--ceiling-rps", "32",
-                       "--tolerance", "0.5", "--max-trials", "8", "--results", str(tmp_path / "capacity"))
+                       "--tolerance", "0.5", "--max-trials", "8", "--trial-requests", "12", "--confirmations", "1",
+                       "--results", str(tmp_path / "capacity"))
     [folder] = list((tmp_path / "capacity").iterdir())
     manifest = json.loads((folder / "capacity.json").read_text())
     assert manifest["status"] in FINISHED and manifest["sentence"] in found.stdout, manifest
     assert found.returncode == FINISHED[manifest["status"]], found.stderr
-    if manifest["status"] in ("confirmed", "out of trials"):
+    if manifest["status"] in ("confirmed", "out of trials"):  # the bracket is what its runs say, in rates offered
         low, high = manifest["bracket"]
-        last = {trial["rate"]: trial for trial in manifest["trials"]}  # each rate's latest trial
-        assert last[low]["attainment"] >= TARGET > last[high]["attainment"]  # the bracket is what its runs say
+        passes = [t["attainment"] >= TARGET and not t["overloaded"] for t in manifest["trials"]]
+        held = [t["offered_rps"] for t, ok in zip(manifest["trials"], passes) if ok and t["rate"] == manifest["asked_rps"]]
+        assert not held or low == min(held)
+        assert any(t["offered_rps"] == high for t, ok in zip(manifest["trials"], passes) if not ok)
     if manifest["status"] == "confirmed":
-        assert manifest["trials"][-1]["role"] == "confirmation" and manifest["trials"][-1]["rate"] == low
+        assert manifest["trials"][-1]["role"] == "confirmation"
+        assert manifest["trials"][-1]["rate"] == manifest["asked_rps"] and manifest["capacity_rps"] == low
     page = (folder / "report.html").read_text(encoding="utf-8")
     assert page.count("data:image/png;base64,") == 4 and html.escape(manifest["sentence"]) in page
 

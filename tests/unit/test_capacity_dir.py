@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from harness.errors import SparkbenchError
+from harness.run.arrivals import LoadOptions
 from harness.sweep.capacity_dir import CAPACITY_MANIFEST, CapacitySettings, run_search
 from tests.unit.test_report import SYNTHETIC, write_run
 from tests.unit.test_slo_metrics import open_loop_records
@@ -17,13 +18,16 @@ from tests.unit.test_slo_metrics import open_loop_records
 CAPACITY = 6.0  # req/s: above it every request waits 300 ms in the queue
 
 
-def trial_runner(slo: str | None = "ttft=100ms"):
-    def run_trial(rate: float, folder):
+def trial_runner(slo: str | None = "ttft=100ms", plans: list | None = None):
+    def run_trial(plan, folder):
+        rate = plan.rate
+        if plans is not None:
+            plans.append(plan)
         lag = 0.0 if rate <= CAPACITY else 300.0
         path = write_run(folder, f"20260101T000000Z-r{rate:g}", open_loop_records([lag] * 20, gap_ms=1000 / rate),
                          SYNTHETIC)
         manifest = json.loads((path / "manifest.json").read_text())
-        manifest["options"] = {"request_rate": rate, "slo": slo}
+        manifest["options"] = {"request_rate": rate, "slo": slo, "arrival_seed": plan.arrival_seed}
         (path / "manifest.json").write_text(json.dumps(manifest))
         return path
 
@@ -41,7 +45,7 @@ def test_the_search_leaves_its_folder_tables_figures_and_report(tmp_path):
     assert {p.name for p in (folder / "plots").glob("*.png")} == {"capacity_trials.png", "rate_achieved.png",
                                                                   "rate_latency.png", "rate_goodput.png"}
     page = (folder / "report.html").read_text(encoding="utf-8")
-    assert "confirmed by a final run" in page and page.count("data:image/png;base64,") == 4
+    assert "confirmed by runs on unseen schedules" in page and page.count("data:image/png;base64,") == 4
 
 
 def test_a_trial_without_slo_targets_is_refused(tmp_path):
@@ -59,3 +63,18 @@ def test_bad_input_is_one_line_and_exit_2_before_any_server(args, message):
     done = subprocess.run([sys.executable, "-m", "harness.cli", "capacity", "synthetic", "--server",
                            "http://127.0.0.1:9", *args], capture_output=True, text=True)
     assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_each_trial_has_a_schedule_of_its_own_long_enough_for_the_target(tmp_path):
+    plans = []
+    settings = CapacitySettings(results=tmp_path, floor_rps=1.0, ceiling_rps=20.0, attainment=0.99)
+    folder, found = run_search(settings, trial_runner(plans=plans), {"slo": "ttft=100ms"},
+                               LoadOptions(arrival_seed=5, warmup_window_s=30.0))
+    seeds = [plan.arrival_seed for plan in plans]
+    assert len(set(seeds)) == len(seeds)  # no draw reused for another rate
+    manifest = json.loads((folder / CAPACITY_MANIFEST).read_text())
+    assert [t["arrival_seed"] for t in manifest["trials"]] == seeds  # recorded, as each run recorded it
+    for plan in plans:  # 1,000 measured requests at 99% (10 misses), after a warm-up of at least 30 s
+        assert plan.warmup_window_s >= 30.0 and plan.duration_s - plan.warmup_window_s == pytest.approx(1000 / plan.rate)
+    other, _ = run_search(settings, trial_runner(), {"slo": "ttft=100ms"}, LoadOptions(arrival_seed=6))
+    assert not set(seeds) & {t["arrival_seed"] for t in json.loads((other / CAPACITY_MANIFEST).read_text())["trials"]}

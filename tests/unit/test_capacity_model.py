@@ -1,0 +1,75 @@
+"""The capacity search against a server of known capacity (`tests/fakes/queue_server.py`: 10 slots,
+40 ms per token, a FIFO queue), through the runner's open loop: the bracket found holds the steady-state
+answer of the fake's own queue model, and a run at the reported rate on a schedule the search never
+used meets the target. The model is fed what this host really did (the services the slots held, the
+client's send lags), and the tolerances come from it: the attainment a trial of its size can miss by
+(three binomial standard deviations at the target), turned into rates by the model itself."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from harness.analysis.run import Run
+from harness.records.rundir import RunDir
+from harness.run.arrivals import LoadOptions
+from harness.run.options import RECORDED
+from harness.run.runner import RunOptions, execute
+from harness.sweep.capacity_dir import run_search, trial_of
+from harness.sweep.capacity_settings import CapacitySettings
+from harness.sweep.trial_plan import plan_trial
+from tests.fakes.queue_server import SlotServer, attainment, capacity
+from tests.unit.test_runner import ListWorkload
+
+SLOTS, PER_TOKEN_S, TOKENS = 10, 0.04, 2  # ListWorkload asks for 2 tokens: 80 ms a request
+SLO_S, TARGET, REQUESTS = 0.120, 0.9, 200
+
+
+def noise(requests: int) -> float:
+    """The attainment a trial of `requests` may miss its true value by: 3 binomial sd at the target."""
+    return 3 * math.sqrt(TARGET * (1 - TARGET) / requests)
+
+
+def send_lags(found) -> np.ndarray:
+    """The send lags, s, of every measured request of the search's trials."""
+    return np.concatenate([Run.load(t.run_dir).judged["send_lag_ms"].to_numpy(dtype=float) / 1000
+                           for t in found.trials])
+
+
+def trial_runner(server: SlotServer):
+    def run_trial(plan, folder):
+        options = RunOptions(base_url="http://fake", warmup=0, show_progress=False, power_sample_ms=0,
+                             telemetry=False, request_rate=plan.rate, arrival_seed=plan.arrival_seed,
+                             duration_s=plan.duration_s, warmup_window_s=plan.warmup_window_s,
+                             slo=f"e2e={SLO_S * 1000:g}ms")
+        run = RunDir.create(folder, "run", {"workload": {"name": "list"},
+                                            "options": options.model_dump(mode="json", include=set(RECORDED))})
+        execute(server, options, ListWorkload(1), run)
+        return run.path
+
+    return run_trial
+
+
+def test_the_capacity_found_holds_on_a_server_of_known_capacity(tmp_path):
+    server = SlotServer(SLOTS, PER_TOKEN_S)
+    nominal = capacity(TARGET, SLO_S, SLOTS, np.array([TOKENS * PER_TOKEN_S]))  # exact sleeps: M/D/2
+    settings = CapacitySettings(results=tmp_path, attainment=TARGET, tolerance=0.15, floor_rps=round(nominal / 1.5),
+                                ceiling_rps=round(nominal * 1.5), confirmations=2, trial_requests=REQUESTS)
+    run_trial = trial_runner(server)
+    _, found = run_search(settings, run_trial, {"configuration": "fake", "slo": "e2e=120ms"}, LoadOptions())
+    assert found.status == "confirmed", found.sentence()
+    served, lags = np.array(server.served_s), send_lags(found)  # what this host did, its load and all
+    model = {shift: capacity(TARGET + shift, SLO_S, SLOTS, served, lags) for shift in (noise(REQUESTS),
+                                                                                    -noise(REQUESTS))}
+    low, high = found.bracket
+    assert model[noise(REQUESTS)] <= high and low <= model[-noise(REQUESTS)], (found.sentence(), model)
+    assert attainment(found.capacity_rps, SLO_S, SLOTS, served, lags) >= TARGET - noise(REQUESTS)
+
+    seeds = {t.arrival_seed for t in found.trials}
+    assert len(seeds) == len(found.trials)  # every trial on a schedule of its own
+    confirm = plan_trial(found.capacity_rps, 1, base_seed=10_000, requests=2 * REQUESTS,
+                         service_ms=max(t.service_ms for t in found.holding()))
+    assert confirm.arrival_seed not in seeds
+    unseen = trial_of(run_trial(confirm, tmp_path / "unseen"), found.capacity_rps, "confirmation")
+    assert unseen.passes(TARGET - noise(2 * REQUESTS)), (unseen, found.sentence())
