@@ -5,7 +5,7 @@ both ways, the histogram's accept length, decode throughput both ways, TPOT and 
 speed, with `overall` last. `category_speedups(base, cand)`: the candidate against a baseline run
 on the same questions (paired by prompt_id), per category: the speed-up as Spec-Bench defines it
 (mean request tok/s over the baseline's) and as the ratio of aggregate speeds, each with a paired
-95% bootstrap interval. Both are long tables: `run_id, category, metric, value, unit` (+ interval).
+95% bootstrap interval, and how many of the pairs have differing outputs (`outputs_differ`). Both are long tables: `run_id, category, metric, value, unit` (+ interval).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from harness.metrics.summary import decode_throughput_aggregate, decode_throughp
 
 OVERALL = "overall"
 TABLE_COLUMNS = ["run_id", "category", "metric", "value", "unit", "n"]
-SPEEDUP_COLUMNS = [*TABLE_COLUMNS, "ci95_low", "ci95_high", "baseline_run_id"]
+SPEEDUP_COLUMNS = [*TABLE_COLUMNS, "ci95_low", "ci95_high", "baseline_run_id", "outputs_differ"]
 
 
 def categories(derived: pd.DataFrame) -> pd.Series:
@@ -98,6 +98,16 @@ def _speedups(base: pd.DataFrame, cand: pd.DataFrame) -> dict[str, tuple[float, 
             "speedup_aggregate": (speedup_aggregate(base, cand), 1 + agg_low, 1 + agg_high)}
 
 
+def differing_outputs(base: pd.DataFrame, cand: pd.DataFrame) -> int:
+    """Aligned pairs whose outputs differ: the token ids where both kept them, else the text. Greedy
+    plain and speculative runs should agree; a pair that does not times different answers."""
+    def output(row: pd.Series) -> tuple:
+        ids = row.get("output_ids")
+        return tuple(ids) if ids is not None and len(ids) else (row.get("output_text"),)
+
+    return sum(output(b) != output(c) for (_, b), (_, c) in zip(base.iterrows(), cand.iterrows()))
+
+
 def category_speedups(base: Run, cand: Run) -> pd.DataFrame:
     """The candidate's speed-ups against `base` per category (SPEEDUP_COLUMNS), on the questions
     both answered; a workload whose prompts carry no category has one, named after the workload
@@ -111,6 +121,8 @@ def category_speedups(base: Run, cand: Run) -> pd.DataFrame:
     for name, part in groups(base_rows):
         chosen = (names == name).to_numpy() if name != OVERALL else np.ones(len(base_rows), dtype=bool)
         label = name if has_categories(base) else base.workload
-        for metric, (value, low, high) in _speedups(part, cand_rows[chosen].reset_index(drop=True)).items():
-            rows.append((cand.run_id, label, metric, value, "ratio", len(part), low, high, base.run_id))
+        paired = cand_rows[chosen].reset_index(drop=True)
+        differ = differing_outputs(part, paired)
+        for metric, (value, low, high) in _speedups(part, paired).items():
+            rows.append((cand.run_id, label, metric, value, "ratio", len(part), low, high, base.run_id, differ))
     return pd.DataFrame(rows, columns=SPEEDUP_COLUMNS)

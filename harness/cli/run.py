@@ -35,13 +35,19 @@ def add_run_command(commands: typer.Typer, name: str, registered: WorkloadEntry)
 
     @bind(workload=Group(registered.config), **SHARED)
     def command(workload: dict, target: dict, options: dict, switches: dict) -> None:
+        from harness.analysis.shapes import compare_by_shape
         from harness.analysis.tables import format_repetitions, format_run_summary
+        from harness.report.category_section import category_blocks, format_categories
         from harness.session import run_repeated
 
         runs = run_repeated(request_of(name, workload, target, options, switches))
         print("\n".join(format_run_summary(run) for run in runs))
         if len(runs) > 1:
             print(format_repetitions(runs))
+        by_category = format_categories(category_blocks(compare_by_shape(runs)))  # Spec-Bench's tasks
+        if by_category:
+            print(f"\n{by_category}\nspeed-ups per category against a plain run: sparkbench compare PLAIN_RUN "
+                  f"{runs[-1].path}")
 
     command.__doc__ = registered.description
     commands.command(name)(command)

@@ -28,7 +28,9 @@ SPEEDUPS = {"speedup_mean_of_requests": "speed-up (Spec-Bench: mean request tok/
 LEGEND = ("Speed-up against the group's baseline on the same questions (paired by prompt_id): Spec-Bench's, "
           "mean of per-request tok/s (tokens over the whole request time) over the baseline's mean; and the "
           "ratio of aggregate tok/s (total tokens over total request time). 95% paired bootstrap interval in "
-          "brackets. Accept length: tokens per verify round (histogram: per verify step), not measured where the run "
+          "brackets. Outputs differ: pairs whose answers are not the same tokens (greedy plain and "
+          "speculative decoding should agree; a pair that does not times two different answers). Accept "
+          "length: tokens per verify round (histogram: per verify step), not measured where the run "
           "did not speculate.")
 
 
@@ -49,7 +51,8 @@ def speedup_view(speedups: pd.DataFrame) -> pd.DataFrame:
     """One row per category: questions paired, then each speed-up as `1.23x [1.10, 1.35]`."""
     rows = []
     for category, part in speedups.groupby("category", sort=False):
-        row = {"category": category, "paired questions": str(int(part["n"].iloc[0]))}
+        row = {"category": category, "paired questions": str(int(part["n"].iloc[0])),
+               "outputs differ": str(int(part["outputs_differ"].iloc[0]))}
         for metric, name in SPEEDUPS.items():
             found = part[part["metric"] == metric].iloc[0]
             interval = "" if pd.isna(found["ci95_low"]) else f" [{found['ci95_low']:.3g}, {found['ci95_high']:.3g}]"

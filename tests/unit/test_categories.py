@@ -105,3 +105,26 @@ def test_the_summary_rows_of_acceptance_say_where_they_came_from(runs):
     plain = runs[0].summary
     assert plain[plain["metric"] == "accept_length_histogram"]["value"].isna().all()
     assert runs[0].histogram.source == "not exported"
+
+
+def test_the_speedup_counts_the_pairs_whose_greedy_outputs_differ(runs, tmp_path):
+    records = _records({"qa": 10.0, "rag": 40.0}, True)
+    records[3] = dataclasses.replace(records[3], output_text="another answer")
+    cand = Run.load(write_run(tmp_path, "20260101T000600Z-spec", records, SPEC))
+    differ = category_speedups(runs[0], cand).groupby("category", sort=False)["outputs_differ"].first()
+    assert differ.to_dict() == {"qa": 0, "rag": 1, OVERALL: 1}
+    text = format_categories(category_blocks(compare_by_shape([runs[0], cand])))
+    assert "outputs differ" in text
+
+
+def test_a_specbench_run_prints_its_table_per_task(runs, monkeypatch):
+    from typer.testing import CliRunner
+
+    import harness.session
+    from harness.cli.app import app
+
+    monkeypatch.setattr(harness.session, "run_repeated", lambda request: [runs[1]])
+    done = CliRunner().invoke(app, ["run", "specbench", "--server", "http://127.0.0.1:9"])
+    assert done.exit_code == 0, done.output
+    assert f"{runs[1].caption}: figures per category" in done.output
+    assert "rag" in done.output and "speed-ups per category against a plain run: sparkbench compare" in done.output
