@@ -22,7 +22,7 @@ STAGES := .stage-times.tsv
 STAGE_TIMES := $(PYTHON) scripts/stage_times.py $(STAGES)
 STAGE = $(STAGE_TIMES) run
 
-.PHONY: help setup setup-ray lock lock-upgrade env-sglang env-vllm model llamacpp testbed bench-synthetic bench-gsm8k bench-specbench report report-shot test test-unit test-e2e lint cold-check clean
+.PHONY: help setup setup-ray lock lock-upgrade env-sglang env-vllm model llamacpp testbed bench-synthetic bench-gsm8k bench-specbench gap report report-shot test test-unit test-e2e lint cold-check clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -75,6 +75,9 @@ bench-gsm8k: setup $(EMBEDDED_DEPS) ## All 1,319 GSM8K questions (SERVER=URL), e
 
 bench-specbench: setup $(EMBEDDED_DEPS) ## Spec-Bench's 480 questions, six tasks, greedy (SERVER=URL), else a reduced embedded run
 	$(BIN)/sparkbench run specbench $(SERVER_FLAG) $(ARGS)
+
+gap: llamacpp ## The synthetic-vs-GSM8K gap by cause (content x sampling x length) on the real model, llama.cpp plain vs n-gram (ARGS=...)
+	$(BIN)/sparkbench gap $(ARGS)
 
 report: setup ## HTML and Markdown report of the latest runs (RUNS="results/a results/b" to choose)
 	$(BIN)/sparkbench report $(RUNS)

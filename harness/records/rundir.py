@@ -27,7 +27,7 @@ from harness.secrets import redact, redact_argv
 
 MANIFEST_NAME = "manifest.json"
 # The manifest's `scale` of runs on the embedded test bed; every output of such a run states it.
-SCALE_LABEL = "REDUCED SCALE: embedded CPU test bed (tiny random model), not the published shape"
+SCALE_LABEL = "REDUCED SCALE: embedded CPU test bed (a small test-bed model on a CPU), not the published shape"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 

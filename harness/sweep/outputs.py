@@ -15,7 +15,7 @@ import pandas as pd
 
 from harness.analysis.rates import rate_points
 from harness.analysis.sweep import curves, saturation_points, saturation_sentences, saturation_steps, speedups
-from harness.records.rundir import load_record
+from harness.records.rundir import SCALE_LABEL, load_record
 from harness.report.rate_plots import plot_rates
 from harness.report.sweep_plots import plot_sweep
 from harness.report.sweep_report import write_sweep_report
@@ -94,6 +94,6 @@ def print_sweep(sweep: SweepDir) -> None:
         if not points.empty:
             print("\n" + points.to_string(index=False))
     if reduced_scale(sweep):
-        print("REDUCED SCALE: embedded CPU test bed (tiny random model), not the published shape")
+        print(SCALE_LABEL)
     print("\n".join(sentences))
     print(f"sweep: {sweep.path}\nreport: {html}")

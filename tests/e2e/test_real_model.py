@@ -15,6 +15,7 @@ import json
 import pandas as pd
 import pytest
 
+from harness.analysis.run import Run
 from harness.gap.design import FACTORS
 from harness.testbed.conversion_check import chat_prompt_ids, leading_agreement
 from tests.e2e.conftest import launched, launched_at_once, only_run_dir, sparkbench
@@ -57,7 +58,7 @@ def test_the_model_drafting_for_itself_lands_nearly_every_draft(tmp_path):
                           "--limit", "2", "--max-new-tokens", "64", "--temperature", "0", "--results", str(tmp_path),
                           "--no-progress")
     assert done.returncode == 0, done.stderr
-    requests = pd.read_parquet(only_run_dir(tmp_path) / "requests.parquet")
+    requests = Run.load(only_run_dir(tmp_path)).derived
     manifest = json.loads((only_run_dir(tmp_path) / "manifest.json").read_text())
     assert manifest["guard"]["ok"], manifest["guard"]
     accepted = (requests["accept_length"] * requests["verify_rounds"]).sum() / requests["verify_rounds"].sum()
