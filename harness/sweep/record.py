@@ -9,7 +9,7 @@ turns a wrong type into one line per problem. The sweep's resolved config stays 
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
 from pydantic import Field, ValidationError
 
@@ -110,5 +110,6 @@ class CapacityRecord(FolderRecord):
     status: str | None = None  # None while searching
     capacity_rps: float | None = None  # offered
     asked_rps: float | None = None  # the rate asked of the runs that hold the capacity
-    bracket: tuple[float | None, float | None] | None = None  # an open end is null
+    # an open end is null; JSON keeps the pair as a list, read back as the pair
+    bracket: Annotated[tuple[float | None, float | None] | None, Field(strict=False)] = None
     sentence: str | None = None

@@ -58,3 +58,9 @@ def test_a_capacity_record_checks_each_change():
     assert with_trial.trials[0].rate == 2.0 and with_trial.status is None  # still searching
     with pytest.raises(ValidationError, match="capacity_rps"):
         with_trial.updated(capacity_rps="fast")
+
+
+def test_a_finished_capacity_record_reads_back_its_bracket_from_json():
+    record = CapacityRecord.of({"capacity_id": "c", "settings": {}, "bracket": (11.7, None)}, "capacity.json")
+    again = CapacityRecord.of(json.loads(json.dumps(record.model_dump(mode="json"))), "capacity.json")
+    assert again.bracket == (11.7, None)
