@@ -8,10 +8,12 @@ idle, up to 50 ms seen under a running test suite), and no wall-clock constant b
 tolerance here is taken from the server's own figures for the same request:
 - the client's figure is never shorter than the server's (clock order);
 - the end-to-end offset is under E2E_SHARE of the server's end-to-end latency;
-- the TTFT offset is the end-to-end offset give or take the stream-integrity slack
+- the TTFT offset exceeds the end-to-end offset by at most the stream-integrity slack
   (`harness.metrics.integrity`: the larger of the server's TTFT and SLACK_MS), so the first token
-  was not held back, and TPOT, which divides that difference over the output's N - 1 gaps, agrees
-  with the server's within TPOT_SHARE.
+  was not held back. The other way round is no holdback: a client or server process descheduled
+  while the last chunk is on its way makes the end-to-end offset the larger (by 29 ms, seen on a
+  loaded host), and the end-to-end bound above already limits it. TPOT, which divides the
+  difference over the output's N - 1 gaps, agrees with the server's within TPOT_SHARE.
 """
 
 from __future__ import annotations
@@ -48,9 +50,9 @@ def test_client_end_to_end_latency_agrees_with_the_server(derived):
     assert (offset < E2E_SHARE * derived["server_e2e_ms"]).all(), derived[COLUMNS].to_dict("records")
 
 
-def test_the_ttft_offset_is_the_end_to_end_offset(derived):
+def test_the_first_token_was_not_held_back_beyond_the_end_to_end_offset(derived):
     slack = np.fmax(derived["server_ttft_ms"], SLACK_MS)
-    assert (derived["ttft_excess_ms"].abs() <= slack).all(), derived[[*COLUMNS, "ttft_excess_ms"]].to_dict("records")
+    assert (derived["ttft_excess_ms"] <= slack).all(), derived[[*COLUMNS, "ttft_excess_ms"]].to_dict("records")
 
 
 def test_tpot_agrees_with_the_server_derived_tpot(derived):
