@@ -19,6 +19,7 @@ from typing import Any
 
 from harness.errors import SparkbenchError
 from harness.gap.design import GSM8K, SPECBENCH_PREFIX, SYNTHETIC, Cell, CellWorkload, Lengths, cells
+from harness.records.atomic import write_atomically
 from harness.records.rundir import new_run_id
 from harness.request import RunRequest, TargetSpec
 from harness.run.target import Target, backend_for
@@ -94,9 +95,8 @@ def _settings_dict(settings: GapSettings) -> dict[str, Any]:
 
 
 def _write(folder: Path, record: dict[str, Any]) -> None:
-    partial = folder / f"{MANIFEST}.partial"
-    partial.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    partial.replace(folder / MANIFEST)
+    text = json.dumps(record, indent=2) + "\n"
+    write_atomically(folder / MANIFEST, lambda partial: partial.write_text(text, encoding="utf-8"))
 
 
 def load_design(folder: Path) -> dict[str, Any]:
