@@ -24,7 +24,8 @@ import numpy as np
 
 from harness.chat import next_turn
 from harness.errors import SparkbenchError
-from harness.run.arrivals import LoadOptions, schedule_of, windows
+from harness.run.arrivals import schedule_of, windows
+from harness.run.load_options import LoadOptions
 from harness.run.pool import Pool
 from harness.spec import Prompt
 from workloads import Workload
@@ -89,7 +90,7 @@ class OpenLoopPool(Pool):
                 if result is None:
                     continue
                 result.scheduled_ns = due
-                self.record(seq, prompt, result)
+                await self.record(seq, prompt, result)
                 self._count(prompt, result)
                 prompt = next_turn(prompt, result.text) if result.error_kind is None else None
                 seq, due = seq + self.turn_stride, None

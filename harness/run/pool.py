@@ -26,7 +26,7 @@ from harness.records.requests import outcome
 from harness.spec import Prompt
 
 Send = Callable[[Prompt], Awaitable[StreamResult]]
-Record = Callable[[int, Prompt, StreamResult], None]
+Record = Callable[[int, Prompt, StreamResult], Awaitable[None]]  # returns once the record is on disk
 RETRY_WAIT_S = (0.5, 1.0, 2.0, 5.0)  # waits between tries of an unreachable server, then the last again
 
 
@@ -95,7 +95,7 @@ class Pool:
             if result is None:
                 queue.put_nowait((seq, prompt))  # never sent: try it again once the server is back
                 return
-            self.record(seq, prompt, result)
+            await self.record(seq, prompt, result)
             self._count(prompt, result)
             # A failed turn ends its conversation: the next turn would be built on no answer.
             prompt = next_turn(prompt, result.text) if result.error_kind is None else None

@@ -68,13 +68,16 @@ def _work(index: int, backend: Backend, options: Any, share: list[tuple[int, Pro
 
     async def main() -> tuple[str | None, float]:
         cpu = time.process_time()
-        async with Session(headers=options.headers, read_timeout_s=options.request_timeout_s) as http:
+        async with Session(headers=options.headers, read_timeout_s=options.request_timeout_s,
+                           extra_body=options.extra_body) as http:
             async def send(prompt: Prompt) -> StreamResult:
                 return await backend.send(http, options.base_url, prompt, options.deadlines(prompt))
 
-            # The prompt goes back with its result: a conversation's later turns exist only here.
-            pool = Pool(send=send, record=lambda seq, prompt, result: results.put(("record", index, seq, prompt, result)),
-                        rules=rules, concurrency=concurrency, turn_stride=turn_stride)
+            async def record(seq: int, prompt: Prompt, result: StreamResult) -> None:
+                # The prompt goes back with its result: a conversation's later turns exist only here.
+                results.put(("record", index, seq, prompt, result))
+
+            pool = Pool(send=send, record=record, rules=rules, concurrency=concurrency, turn_stride=turn_stride)
             watcher = asyncio.create_task(_watch(stop, pool))
             await pool.run(share)
             watcher.cancel()
@@ -147,7 +150,7 @@ class ProcessPool:
                 self.clocks.sort(key=_parent_then_workers)
             elif kind == "record":
                 seq, prompt, result = rest
-                self.record(seq, prompt, shifted(result, offsets[index]))
+                await self.record(seq, prompt, shifted(result, offsets[index]))
                 self._count(prompt, result)
             else:
                 running.discard(index)

@@ -21,6 +21,7 @@ from harness.engines.sse import Session, run_streams
 from harness.engines.stream import Deadlines
 from harness.errors import SparkbenchError, describe_os_error
 from harness.power.sampler import power_sampling
+from harness.records.background import BackgroundWriter
 from harness.records.requests import RecordWriter, RequestRecord, stored_count, write_parquet
 from harness.records.rundir import RunDir
 from harness.run.arrivals import write_schedule
@@ -102,7 +103,7 @@ async def _warm_up(http: Session, backend: Backend, options: RunOptions, prompts
     return chunks
 
 
-def _pool(http, backend: Backend, options: RunOptions, run: RunDir, writer: RecordWriter, progress,
+def _pool(http, backend: Backend, options: RunOptions, run: RunDir, writer: BackgroundWriter, progress,
           total: int, turn_stride: int, arrivals: OpenLoopWork | None) -> Pool | ProcessPool:
     """The pool that sends the measured prompts (from this process, or from `processes` worker
     processes, or at their scheduled times) and writes each outcome at once; `turn_stride` numbers a
@@ -112,12 +113,12 @@ def _pool(http, backend: Backend, options: RunOptions, run: RunDir, writer: Reco
     async def send(prompt: Prompt) -> StreamResult:
         return await backend.send(http, options.base_url, prompt, options.deadlines(prompt))
 
-    def record(seq: int, prompt: Prompt, result: StreamResult) -> None:
+    async def record(seq: int, prompt: Prompt, result: StreamResult) -> None:
         progress.chunks += len(result.chunk_ns)
-        writer.append(RequestRecord.build(run_id=recorded.run_id, seq=seq, workload=recorded.workload.name,
-                                          engine=backend.engine, api=backend.name, prompt=prompt,
-                                          result=result, window=arrivals.window(seq) if arrivals else None))
-        run.beat()
+        await writer.append(lambda: RequestRecord.build(
+            run_id=recorded.run_id, seq=seq, workload=recorded.workload.name, engine=backend.engine,
+            api=backend.name, prompt=prompt, result=result, window=arrivals.window(seq) if arrivals else None))
+        run.beat()  # on the loop: the manifest has one writer
         progress.advance(result)
 
     rules = StopRules(max_errors=options.max_errors if options.max_errors is not None else default_max_errors(total),
@@ -146,7 +147,8 @@ async def _drive(backend, options, warmups, work, run: RunDir, writer, progress,
 async def _measure(backend, options, warmups, work, run: RunDir, writer, progress,
                    schedule: tuple[int, OpenLoopWork | None], telemetry, started: tuple[float, float]) -> Pool:
     (turn_stride, arrivals), (cpu_start, wall_start) = schedule, started
-    async with Session(headers=options.headers, read_timeout_s=options.request_timeout_s) as http:
+    async with Session(headers=options.headers, read_timeout_s=options.request_timeout_s,
+                       extra_body=options.extra_body) as http:
         progress.chunks = await _warm_up(http, backend, options, warmups)
         if options.flush_prefix_cache:
             run.update(prefix_cache_flush=await backend.flush_prefix_cache(http, options.base_url))
@@ -186,7 +188,7 @@ def execute(backend: Backend, options: RunOptions, workload: Workload, run: RunD
     `done`: prompt ids that already have an ok record (a resumed run); a prompt is not sent again
     when every turn of its conversation is among them.
     """
-    writer = RecordWriter(run.path)
+    writer = BackgroundWriter(RecordWriter(run.path))
     progress = _Progress(0, options.show_progress)
     status, error, total = "failed", None, None
     try:
@@ -242,7 +244,7 @@ def _ending(pool: Pool) -> tuple[str, str | None]:
     return "failed", pool.stop_reason
 
 
-def _finalize(run: RunDir, writer: RecordWriter, progress: _Progress, status: str, error: str | None) -> None:
+def _finalize(run: RunDir, writer: BackgroundWriter, progress: _Progress, status: str, error: str | None) -> None:
     """Close the records, write the Parquet table and the manifest's end state. A failure here
     (disk full, say) still leaves the manifest saying how the run ended, with that cause added."""
     progress.close()

@@ -17,6 +17,8 @@ the requests whose arrival index is in `requests` (all when None) fail as `kind`
 - `text_count`: a normal stream whose token counts are sent as strings (`"3"`);
 - `deep_json`, `nan_json`: a `data:` line the JSON parser cannot take (nested DEEP_NESTING deep;
   a `NaN` literal, which Python's reader takes and JSON has not), then the stream ends;
+- `huge_field`: a normal stream whose final meta object carries HUGE_FIELD_CHARS of letters and digits
+  in one word (SGLang's `meta_info`, OpenAI's `metrics`), as a server that attaches a trace would;
 - `trickle`: every GET (facts, models, metrics) answers one byte every TRICKLE_GAP_S, for TRICKLE_FOR_S.
 """
 
@@ -43,6 +45,8 @@ TRICKLE_GAP_S, TRICKLE_FOR_S = 0.2, 20.0
 CHUNKS_BEFORE_BREAK = 3
 KEEPALIVE_FOR_S = 30.0
 DEEP_NESTING = 10_000
+HUGE_FIELD_CHARS = 2 * 2**20
+HUGE_WORD = "a1" * (HUGE_FIELD_CHARS // 2)  # one word of letters and digits, the adversarial shape for redaction
 UNPARSABLE_LINES = {"deep_json": b'data: {"meta_info": ' + b"[" * DEEP_NESTING + b"]" * DEEP_NESTING + b"}\n\n",
                     "nan_json": b'data: {"text": "ab", "meta_info": {"completion_tokens": NaN}}\n\n'}
 
@@ -119,6 +123,8 @@ class _BrokenHandler(_Handler):
             _lie(payload)
         if self._kind == "text_count" and isinstance(payload, dict):
             _counts_as_text(payload)
+        if self._kind == "huge_field" and isinstance(payload, dict):
+            _with_huge_field(payload)
         super()._event(payload)
 
     def _last_line(self, line: bytes) -> None:
@@ -177,6 +183,15 @@ def _lie(chunk: dict[str, Any]) -> None:
         meta["completion_tokens"] = LIE_TOKENS
     if chunk.get("choices") == [] and "usage" in chunk:
         chunk["usage"]["completion_tokens"] = LIE_TOKENS
+
+
+def _with_huge_field(chunk: dict[str, Any]) -> None:
+    """HUGE_WORD in the meta object of the chunk that carries the final counts (the record keeps it)."""
+    meta = chunk.get("meta_info") or {}
+    if meta.get("finish_reason"):
+        meta["trace"] = HUGE_WORD
+    if chunk.get("choices") == [] and "usage" in chunk:
+        chunk.setdefault("metrics", {})["trace"] = HUGE_WORD
 
 
 def _counts_as_text(chunk: dict[str, Any]) -> None:

@@ -39,7 +39,10 @@ def test_a_lost_server_stops_the_run_when_the_grace_is_spent_not_after(monkeypat
     async def refused(prompt: Prompt):
         raise ConnectFailed("connection refused")
 
-    pool = Pool(send=refused, record=lambda *_: None, rules=StopRules(max_errors=0, unreachable_grace_s=5.0))
+    async def record(*_) -> None:
+        pass
+
+    pool = Pool(send=refused, record=record, rules=StopRules(max_errors=0, unreachable_grace_s=5.0))
     asyncio.run(pool.run([(0, Prompt("p0", SamplingParams(max_new_tokens=4), text="x"))]))
     assert pool.stop_reason.startswith("server unreachable for 5 s (grace 5 s)")
     assert clock.now == 5.0

@@ -55,10 +55,22 @@ class FakeServer:
         return result
 
 
+def keeping(records: dict[int, StreamResult]):
+    """A pool's record step that keeps each result by its seq."""
+    async def record(seq: int, p: Prompt, result: StreamResult) -> None:
+        records[seq] = result
+
+    return record
+
+
+async def discard(*_) -> None:
+    """A pool's record step that keeps nothing."""
+
+
 def run_pool(server: FakeServer, offsets_ms: list[float], **extra) -> tuple[OpenLoopPool, dict]:
     records: dict[int, StreamResult] = {}
     rules = extra.pop("rules", StopRules(max_errors=100, unreachable_grace_s=60.0))
-    pool = OpenLoopPool(send=server.send, record=lambda seq, p, r: records.__setitem__(seq, r), rules=rules,
+    pool = OpenLoopPool(send=server.send, record=keeping(records), rules=rules,
                         offsets_ns=[round(o * MS) for o in offsets_ms], **extra)
     asyncio.run(pool.run([(n, prompt(n)) for n in range(len(offsets_ms))]))
     return pool, records
@@ -117,7 +129,7 @@ def test_past_the_error_budget_no_new_request_is_sent():
 def test_a_stop_keeps_the_requests_in_flight_and_sends_no_more():
     server = FakeServer(hold_s=0.1)
     records: dict[int, StreamResult] = {}
-    pool = OpenLoopPool(send=server.send, record=lambda seq, p, r: records.__setitem__(seq, r),
+    pool = OpenLoopPool(send=server.send, record=keeping(records),
                         rules=StopRules(max_errors=10), offsets_ns=[0, 1 * MS, 5000 * MS])
 
     async def main() -> None:
@@ -132,7 +144,7 @@ def test_a_stop_keeps_the_requests_in_flight_and_sends_no_more():
 
 
 def test_a_schedule_of_another_length_is_refused():
-    pool = OpenLoopPool(send=FakeServer().send, record=lambda *a: None, rules=StopRules(max_errors=1),
+    pool = OpenLoopPool(send=FakeServer().send, record=discard, rules=StopRules(max_errors=1),
                         offsets_ns=[0])
     with pytest.raises(ValueError, match="2 requests but 1 scheduled"):
         asyncio.run(pool.run([(0, prompt(0)), (1, prompt(1))]))
