@@ -99,11 +99,20 @@ def conversation_prompt(prompt_id: str, sampling: SamplingParams, turns: list[st
                         item: dict[str, Any]) -> Prompt:
     """The first turn of a conversation of user `turns`: its text rendered by `template` (None: the
     user turn as it is, for the chat API, which applies the server's own template)."""
-    messages = [{"role": "user", "content": turns[0]}]
-    text = render(template, messages) if template else turns[0]
-    item = {**item, "chat_messages": messages, "conversation_id": prompt_id, "turn": 1, "turns": len(turns)}
-    return Prompt(prompt_id=prompt_id, sampling=sampling, text=text, item=item, followups=tuple(turns[1:]),
-                  template=template)
+    return messages_prompt(prompt_id, sampling, [{"role": "user", "content": turns[0]}], turns[1:], template, item)
+
+
+def messages_prompt(prompt_id: str, sampling: SamplingParams, messages: list[dict[str, str]], followups: list[str],
+                    template: dict[str, str] | None, item: dict[str, Any],
+                    followup_new_tokens: tuple[int, ...] = ()) -> Prompt:
+    """The first turn of a conversation that opens with `messages` (a system message, earlier turns,
+    the user's last) and goes on with the user turns `followups`: rendered by `template`, else the
+    last message's text for the chat API, which sends the messages as they are."""
+    text = render(template, messages) if template else messages[-1]["content"]
+    item = {**item, "chat_messages": messages, "conversation_id": prompt_id, "turn": 1,
+            "turns": len(followups) + 1}
+    return Prompt(prompt_id=prompt_id, sampling=sampling, text=text, item=item, followups=tuple(followups),
+                  followup_new_tokens=followup_new_tokens, template=template)
 
 
 def next_turn(prompt: Prompt, answer: str) -> Prompt | None:
@@ -116,8 +125,10 @@ def next_turn(prompt: Prompt, answer: str) -> Prompt | None:
     conversation = prompt.item["conversation_id"]
     text = render(prompt.template, messages) if prompt.template else prompt.followups[0]
     item = {**prompt.item, "chat_messages": messages, "turn": turn, "previous_prompt_id": prompt.prompt_id}
-    return replace(prompt, prompt_id=f"{conversation}{TURN_SEPARATOR}{turn}", text=text, item=item,
-                   followups=prompt.followups[1:])
+    caps = prompt.followup_new_tokens
+    sampling = replace(prompt.sampling, max_new_tokens=caps[0]) if caps else prompt.sampling
+    return replace(prompt, prompt_id=f"{conversation}{TURN_SEPARATOR}{turn}", text=text, item=item, sampling=sampling,
+                   followups=prompt.followups[1:], followup_new_tokens=caps[1:])
 
 
 def turn_ids(prompt: Prompt) -> list[str]:

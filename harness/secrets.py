@@ -16,6 +16,7 @@ from urllib.parse import unquote, urlsplit
 
 API_KEY_VARIABLES = ("SPARKBENCH_API_KEY", "OPENAI_API_KEY")  # first one set wins
 API_KEY_FLAG = "--api-key"
+HEADER_FLAG = "--header"  # `NAME:VALUE`: the value may be a credential (a gateway's token), so it is masked
 MASK = "***"
 # A URL's user info: `scheme://userinfo@`, the scheme being the run of scheme characters from its
 # first letter. A match may begin only where such a run begins (the lookbehind), and every
@@ -55,6 +56,17 @@ def api_key(explicit: str | None = None) -> str | None:
     return key
 
 
+def header_parts(header: str) -> tuple[str, str]:
+    """A `NAME:VALUE` request header as (name, value), each stripped of surrounding spaces."""
+    name, _, value = header.partition(":")
+    return name.strip(), value.strip()
+
+
+def masked_header(header: str) -> str:
+    """A `NAME:VALUE` header fit to be written: its name, its value masked."""
+    return f"{header_parts(header)[0]}:{MASK}"
+
+
 def auth_headers(key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
@@ -70,12 +82,16 @@ def redact(text: str) -> str:
 
 
 def redact_argv(argv: list[str]) -> list[str]:
-    """A command line fit to be written: the value of --api-key masked, URLs redacted."""
+    """A command line fit to be written: the value of --api-key and of each --header masked, URLs redacted."""
     out: list[str] = []
     for arg in argv:
         if out and out[-1] == API_KEY_FLAG:
             arg = MASK
         elif arg.startswith(API_KEY_FLAG + "="):
             arg = f"{API_KEY_FLAG}={MASK}"
+        elif out and out[-1] == HEADER_FLAG:
+            arg = masked_header(arg)
+        elif arg.startswith(HEADER_FLAG + "="):
+            arg = f"{HEADER_FLAG}={masked_header(arg.removeprefix(HEADER_FLAG + '='))}"
         out.append(redact(arg))
     return out

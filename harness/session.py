@@ -19,9 +19,10 @@ import pandas as pd
 from harness.analysis.repeats import REPEAT, repeat_entry
 from harness.analysis.run import Run
 from harness.engines.base import Backend
-from harness.engines.limits import check_fits_context
+from harness.engines.limits import check_fits_context, context_tokens
 from harness.engines.prometheus import accept_length_from_counters, counter_delta
 from harness.engines.registry import meta_reader
+from harness.engines.shaping import with_extra_body
 from harness.errors import SparkbenchError
 from harness.facts import EngineFacts
 from harness.guard.preflight import GuardReport, prefix_cache_report, startup_guard
@@ -36,7 +37,7 @@ from harness.run.resume import check_same_spec, done_prompts, resumed_options
 from harness.run.runner import RunAborted, RunOptions, execute, snapshot_server
 from harness.run.schedule_check import check_schedule
 from harness.run.target import Target, backend_for, target_server
-from harness.secrets import api_key, redact
+from harness.secrets import api_key, header_parts, redact, remember
 from workloads import Plan, WorkloadConfig
 from workloads.registry import config_of, entry, plan
 
@@ -97,8 +98,11 @@ def workload_config(request: RunRequest) -> WorkloadConfig:
 
 def run_options(request: RunRequest, base_url: str) -> RunOptions:
     """The runner's options: the request's, at `base_url`, with the API key from the environment
-    when the request gives none (`harness.secrets.api_key`)."""
+    when the request gives none (`harness.secrets.api_key`); each header's value is masked in all
+    that is written, as the key is."""
     given = request.options.api_key.get_secret_value() if request.options.api_key else None
+    for header in request.options.header:
+        remember(header_parts(header)[1])
     return RunOptions(base_url=base_url, **{**dict(request.options), "api_key": api_key(given)})
 
 
@@ -121,6 +125,11 @@ def run_planned(target: Target, backend: Backend, plan: Plan, options: RunOption
     spec = workload.spec()
     # Before the prompts are made: a shape past the model's context is refused, not allocated.
     check_fits_context(snapshot, spec.get("input_tokens") or 0, (spec.get("sampling") or {}).get("max_new_tokens", 0))
+    if hasattr(workload, "check_fits"):  # prompts of many lengths (a dataset): each is checked, by its row
+        workload.check_fits(context_tokens(snapshot))
+    if options.extra_body:  # a field the client sets itself is refused before any request
+        for prompt in [*workload.warmup_prompts(1), *workload.prompts()]:
+            with_extra_body(backend.body(prompt), options.extra_body)
     manifest = run_manifest(target, backend, snapshot, spec, plan, options) | {"guard": guard_record}
     manifest["engine_facts"] = facts.model_dump(mode="json")
     manifest["allow_buffered"] = switches.allow_buffered
@@ -173,7 +182,7 @@ def run_manifest(target: Target, backend: Backend, snapshot: dict[str, Any], spe
         "launched_server": None if target.embedded is None else {
             "profile": target.embedded.profile, "model_dir": str(target.embedded.model_dir)},
         "options": options.model_dump(mode="json", include=set(RECORDED)),
-        "credentials": {"api_key": bool(options.headers)},  # whether one was sent, never the key
+        "credentials": {"api_key": bool(options.api_key)},  # whether one was sent, never the key
     }
 
 

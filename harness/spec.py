@@ -42,7 +42,8 @@ class Prompt:
     `item` holds what later stages need to interpret the answer (a GSM8K gold answer, say);
     it travels into the request's record untouched. A prompt that opens a conversation carries
     its later user turns in `followups` and, for text endpoints, the model's chat `template`
-    (`harness.chat` builds each next turn from the previous answer).
+    (`harness.chat` builds each next turn from the previous answer); `followup_new_tokens`, when
+    given, is each later turn's token cap (a dataset's own output lengths), else they keep this one's.
     """
 
     prompt_id: str
@@ -51,6 +52,7 @@ class Prompt:
     text: str | None = None
     item: dict[str, Any] = field(default_factory=dict)
     followups: tuple[str, ...] = ()
+    followup_new_tokens: tuple[int, ...] = ()
     template: dict[str, str] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:

@@ -19,6 +19,7 @@ from pydantic import Field, model_validator
 from harness.config import StrictModel, validated
 from harness.errors import SparkbenchError
 from workloads import Plan, Scorer, Workload, WorkloadConfig
+from workloads.dataset import DatasetConfig, make_dataset
 from workloads.gsm8k import GSM8KConfig
 from workloads.gsm8k_scoring import GSM8K_SCORER
 from workloads.specbench import SpecBenchConfig, make_specbench
@@ -57,6 +58,8 @@ WORKLOADS = {
                            "and speed from the same requests.", scorer=GSM8K_SCORER),
     "specbench": WorkloadEntry(SpecBenchConfig, make_specbench, "Spec-Bench: six tasks (MT-bench two-turn "
                                "conversations, translation, summarization, QA, math reasoning, RAG), greedy."),
+    "dataset": WorkloadEntry(DatasetConfig, make_dataset, "Your own prompts: a JSONL, JSON, CSV or Parquet file, a "
+                             "datasets folder or a cached dataset (text, chat messages or ShareGPT; multi-turn)."),
 }
 
 

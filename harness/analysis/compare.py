@@ -50,10 +50,10 @@ COMPARISON_COLUMNS = ["run_id", "caption", "workload", "metric", "stat", "value"
 STAT_FNS = {"mean": np.nanmean, "p50": lambda x, axis=-1: np.nanpercentile(x, 50, axis=axis),
             "p95": lambda x, axis=-1: np.nanpercentile(x, 95, axis=axis)}
 # Workload spec keys that may differ between runs without changing which prompt a prompt_id names:
-# the synthetic salt only replaces the first tokens (to defeat the prefix cache), the rest select
-# or sample questions.
+# the synthetic salt only replaces the first tokens (to defeat the prefix cache), a dataset's
+# `source` is where its file lay (its sha256 says what it held), the rest select or sample questions.
 PER_RUN_KEYS = {"salt", "num_prompts", "limit", "offset", "shuffle", "shuffle_seed", "base_seed",
-                "seed_rule", "sampling"}
+                "seed_rule", "sampling", "source"}
 LENGTH_BINS = 10
 VERDICT_ALPHA = 0.05  # a McNemar p-value below it makes an accuracy change clear
 

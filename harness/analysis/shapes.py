@@ -1,7 +1,8 @@
 """Which runs may be compared: the same workload with the same shape.
 
 A run's shape is its workload spec without the keys that only choose or salt the prompts
-(`DRAW_KEYS`): input and output lengths, sampling, templates, shots and data stay in it. Runs of
+(`DRAW_KEYS`): input and output lengths, sampling, templates, shots and data stay in it, and so do
+the engine's own request fields (`--extra-body`), which change what the server is asked. Runs of
 different shapes are never compared with each other; `compare_by_shape` compares each group of
 same-shape runs against its own baseline and says in one line why the other runs were left apart.
 """
@@ -29,6 +30,8 @@ def shape_key(run: Run) -> str:
     spec = {k: v for k, v in run.record.workload.as_recorded().items() if k not in DRAW_KEYS}
     if isinstance(spec.get("sampling"), dict):
         spec["sampling"] = {k: v for k, v in spec["sampling"].items() if k != "seed"}
+    if run.record.options.extra_body:
+        spec["extra_body"] = run.record.options.extra_body
     return json.dumps(spec, sort_keys=True, default=str)
 
 
@@ -40,7 +43,11 @@ def shape_text(run: Run) -> str:
     lengths = [f"{spec.input_tokens} in"] if "input_tokens" in recorded else []
     output = sampling.max_new_tokens if "max_new_tokens" in sampling.model_fields_set else spec.output_tokens
     exact = sampling.ignore_eos or "output_tokens" in recorded  # every answer runs to its limit
-    lengths.append("output length not recorded" if output is None else f"{output} out" + ("" if exact else " max"))
+    if output is not None:
+        lengths.append(f"{output} out" + ("" if exact else " max"))
+    else:  # a workload of many lengths says where they come from (a dataset: per row)
+        per_row = (spec.model_extra or {}).get("output_lengths")
+        lengths.append(f"output lengths {per_row}" if per_row else "output length not recorded")
     temperature = sampling.temperature
     how = ("sampling not recorded" if temperature is None else "greedy" if temperature == 0 else
            f"T={temperature} top_p={sampling.top_p} top_k={sampling.top_k}")

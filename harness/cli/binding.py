@@ -4,7 +4,7 @@
 `--` + the field name with `-` for `_` and a trailing `_s` (seconds, said in the help) dropped,
 unless the field names its own in `json_schema_extra={"flag": ...}`; the help is the field's
 description (a workload config adds its scale defaults, `WorkloadConfig.help`); `ge` / `le` become
-typer's bounds; a boolean gets `--x/--no-x`. The command receives one dict per group.
+typer's bounds; a boolean gets `--x/--no-x`; a list field's option is repeated, once per item. The command receives one dict per group.
 """
 
 from __future__ import annotations
@@ -64,8 +64,16 @@ def option(model: type[BaseModel], name: str) -> typer.models.OptionInfo:
     return typer.Option(*flags, help=help_text, **bounds(model, name))
 
 
+def _repeatable(annotation: Any) -> bool:
+    """A list field: its option may be given several times (`--header A:1 --header B:2`)."""
+    return typing.get_origin(annotation) is list
+
+
 def _parameter(model: type[BaseModel], name: str, overrides: bool) -> inspect.Parameter:
     field = model.model_fields[name]
+    if _repeatable(field.annotation):  # not given: None, so the model's default (or a config file's) holds
+        annotation = Annotated[Optional[list[_cli_type(field.annotation)]], option(model, name)]
+        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=None)
     default = field.get_default(call_default_factory=True)
     scaled = name in getattr(model, "published", {})  # None: the default of the target's scale
     kind = _cli_type(field.annotation)

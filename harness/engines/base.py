@@ -94,6 +94,9 @@ class Backend(Protocol):
 
     async def send(self, http: Session, base_url: str, prompt: Prompt) -> StreamResult: ...
 
+    def body(self, prompt: Prompt) -> dict[str, Any]:
+        """The request body `send` streams for `prompt` (before a run's extra body is merged in)."""
+
     def snapshot(self, http: httpx.Client, base_url: str) -> dict[str, Any]: ...
 
     async def counters(self, http: Session, base_url: str) -> dict[str, float] | None: ...

@@ -143,6 +143,9 @@ class LlamaCppBackend:
                    deadlines: Deadlines = NO_DEADLINES) -> StreamResult:
         return await stream(http, base_url, request_body(prompt), deadlines)
 
+    def body(self, prompt: Prompt) -> dict[str, Any]:
+        return request_body(prompt)
+
     def snapshot(self, http: httpx.Client, base_url: str) -> dict[str, Any]:
         """`/props` (build, model, slots, default sampling) and `/slots`, for the manifest."""
         props = _get_json(http, base_url + PROPS)

@@ -208,8 +208,10 @@ class OpenAIBackend:
         if self.model is None:
             models = _models(await http.get(f"{base_url}/v1/models"), base_url)
             self.model = first_model_id(models, base_url)
-        body = request_body(prompt, self.model, self.chat)
-        return await stream(http, base_url, body, self.path, deadlines)
+        return await stream(http, base_url, self.body(prompt), self.path, deadlines)
+
+    def body(self, prompt: Prompt) -> dict[str, Any]:
+        return request_body(prompt, self.model, self.chat)
 
     def snapshot(self, http: httpx.Client, base_url: str) -> dict[str, Any]:
         """Served models, engine version and speculative counters on offer, for the manifest."""

@@ -97,6 +97,9 @@ class SGLangBackend:
                    deadlines: Deadlines = NO_DEADLINES) -> StreamResult:
         return await generate(http, base_url, prompt, deadlines)
 
+    def body(self, prompt: Prompt) -> dict[str, Any]:
+        return request_body(prompt)
+
     def snapshot(self, http: httpx.Client, base_url: str) -> dict[str, Any]:
         """The server's resolved arguments and model facts, for the manifest and the guard."""
         return {"server_info": _get_json(http, base_url, *SERVER_INFO_PATHS),

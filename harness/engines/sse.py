@@ -34,6 +34,7 @@ from harness.engines.base import (
     StreamResult,
 )
 from harness.engines.control import CONTROL_DEADLINE_S, bounded_request, within
+from harness.engines.shaping import with_extra_body
 from harness.engines.wire import EventStreamReader
 
 DONE = object()  # sentinel yielded for `data: [DONE]`
@@ -145,11 +146,14 @@ class _Connection(asyncio.Protocol):
 
 class Session:
     """How clients talk to one or more servers: pooled lean connections for event streams, and an
-    httpx client for everything else. `read_timeout_s`: longest silence inside a stream (None: none)."""
+    httpx client for everything else. `read_timeout_s`: longest silence inside a stream (None: none);
+    `extra_body`: the engine's own fields merged into every streamed request (`harness.engines.shaping`)."""
 
     def __init__(self, headers: dict[str, str] | None = None, read_timeout_s: float | None = None,
-                 control: httpx.AsyncClient | None = None, opener: Opener | None = None) -> None:
+                 control: httpx.AsyncClient | None = None, opener: Opener | None = None,
+                 extra_body: dict[str, Any] | None = None) -> None:
         self.headers = dict(headers or {})
+        self.extra_body = extra_body
         self.read_timeout_s = read_timeout_s
         self._control = control  # made on first use: an httpx client costs tens of ms of CPU to make
         self._idle: dict[Address, list[_Connection]] = {}
@@ -248,7 +252,7 @@ async def post_sse(http: Session, url: str, body: dict[str, Any], decode: Decode
     """
     parsed = httpx.URL(url)
     address = (parsed.scheme, parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80))
-    request = http.request_bytes(parsed, msgspec.json.encode(body))
+    request = http.request_bytes(parsed, msgspec.json.encode(with_extra_body(body, http.extra_body)))
     conn, reuse = await _answered(http, address, request, url), False
     watchdog = _Watchdog(conn, url, http.read_timeout_s)
     try:

@@ -95,6 +95,8 @@ class RecordedOptions(Entry):
     schedule: str | None = None
     max_concurrency: int | None = None
     arrival_seed: int | None = None
+    header: list[str] = Field(default_factory=list)  # NAME:*** (values masked)
+    extra_body: dict[str, Any] | None = None  # the engine's own request fields
 
     @property
     def concurrency_count(self) -> int | None:

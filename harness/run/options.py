@@ -9,10 +9,14 @@ overrides it), and the runner reads it from `RunOptions`.
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, model_validator
+import json
+from typing import Any
 
-from harness.run.arrivals import LoadOptions
-from harness.secrets import auth_headers
+from pydantic import Field, SecretStr, field_serializer, field_validator, model_validator
+
+from harness.engines.shaping import checked_header
+from harness.run.load_options import LoadOptions
+from harness.secrets import auth_headers, header_parts, masked_header
 
 
 class RunSettings(LoadOptions):
@@ -42,6 +46,11 @@ class RunSettings(LoadOptions):
     api_key: SecretStr | None = Field(None, strict=False, exclude=True, repr=False, description=(
         "Key sent as `Authorization: Bearer` (default: $SPARKBENCH_API_KEY, then $OPENAI_API_KEY); "
         "never written to the run."))
+    header: list[str] = Field(default_factory=list, description="Request header NAME:VALUE sent with every "
+                              "request (repeatable); the run records its name, its value masked.")
+    extra_body: dict[str, Any] | None = Field(None, description="JSON object merged into every request body: the "
+                                              "engine's own fields (e.g. '{\"min_p\": 0.05}'); a field sparkbench "
+                                              "sets itself is refused.")
 
     @model_validator(mode="after")
     def _a_request_per_process(self) -> RunSettings:
@@ -50,6 +59,35 @@ class RunSettings(LoadOptions):
             raise ValueError("--processes needs a closed loop: an open loop sends from one process")
         return self
 
+    @field_validator("header")
+    @classmethod
+    def _headers(cls, headers: list[str]) -> list[str]:
+        return [checked_header(header) for header in headers]
+
+    @field_validator("extra_body", mode="before")
+    @classmethod
+    def _json_object(cls, value: Any) -> Any:
+        """The command line gives it as JSON text."""
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"--extra-body is not JSON ({exc.msg} at character {exc.pos})") from None
+            if not isinstance(value, dict):
+                raise ValueError(f"--extra-body is a JSON {type(value).__name__}, not an object of request fields")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source_of_credentials(self) -> RunSettings:
+        if self.api_key and any(header_parts(h)[0].lower() == "authorization" for h in self.header):
+            raise ValueError("--header Authorization and --api-key both set the credentials; give one")
+        return self
+
+    @field_serializer("header")
+    def _masked(self, headers: list[str]) -> list[str]:
+        """Written with their values masked: a header may carry a credential."""
+        return [masked_header(header) for header in headers]
+
     def check_processes(self, concurrency: int) -> None:
         if self.processes > concurrency:
             raise ValueError(f"--processes {self.processes} is more than --concurrency {concurrency}: "
@@ -57,8 +95,9 @@ class RunSettings(LoadOptions):
 
     @property
     def headers(self) -> dict[str, str]:
-        """The credentials as request headers (never part of a dump of the model)."""
-        return auth_headers(self.api_key.get_secret_value() if self.api_key else None)
+        """The credentials and the user's own headers, as request headers (never part of a dump of the model)."""
+        own = dict(header_parts(header) for header in self.header)
+        return auth_headers(self.api_key.get_secret_value() if self.api_key else None) | own
 
     @property
     def power_interval_s(self) -> float:

@@ -60,7 +60,8 @@ def test_the_manifest_records_the_resolved_config():
                                    "first_token_timeout_s": None, "request_deadline_s": None, "max_errors": None,
                                    "unreachable_grace_s": 120.0, "request_rate": None, "burstiness": 1.0,
                                    "arrival_seed": 0, "schedule": None, "max_concurrency": None, "duration_s": None,
-                                   "warmup_window_s": 0.0, "cooldown_window_s": 0.0, "slo": None}
+                                   "warmup_window_s": 0.0, "cooldown_window_s": 0.0, "slo": None,
+                                   "header": [], "extra_body": None}
     assert SyntheticConfig.model_validate(manifest["workload_config"]) == plan.config
 
 
