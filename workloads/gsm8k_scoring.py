@@ -17,12 +17,15 @@ import json
 import math
 import re
 from decimal import Decimal, InvalidOperation
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from harness.errors import SparkbenchError
-from harness.metrics.stats import wilson_interval
 from workloads import Scorer
+
+# pandas and the statistics are imported by the functions that score: the workload registry holds
+# GSM8K_SCORER, and the command line's help reads the registry.
+if TYPE_CHECKING:
+    import pandas as pd
 
 # `####`, optional spaces, then a number holding at least one digit; `$` may sit either side of `-`.
 STRICT_ANSWER = re.compile(r"####[ \t]*(\$?-?\$?[0-9.,]*[0-9][0-9.,]*)")
@@ -94,6 +97,8 @@ def score_table(requests: pd.DataFrame) -> pd.DataFrame:
     (predictions None when absent). A failed request (`status` not ok) answered nothing, whatever
     partial text it had: no prediction, not correct, `failed` True.
     """
+    import pandas as pd
+
     if requests["prompt_id"].duplicated().any():
         raise SparkbenchError("GSM8K scoring needs one request per question; found repeated prompt ids")
     items = [json.loads(raw) for raw in requests["item_json"]]
@@ -117,6 +122,8 @@ def score_table(requests: pd.DataFrame) -> pd.DataFrame:
 
 
 def _proportion_rows(metric: str, flags: pd.Series) -> list[dict]:
+    from harness.metrics.stats import wilson_interval
+
     n = int(len(flags))
     successes = int(flags.sum())
     low, high = wilson_interval(successes, n)
@@ -137,6 +144,8 @@ def accuracy_summary(scored: pd.DataFrame) -> pd.DataFrame:
     n (unit "count"). The denominator is every question sent: a failed request counts as not
     answered, and `gsm8k_questions_failed` (stat "value") says how many there were.
     """
+    import pandas as pd
+
     rows: list[dict] = [{"metric": "gsm8k_questions_failed", "stat": "value",
                          "value": float(scored["failed"].sum()) if "failed" in scored else 0.0, "unit": "count"}]
     for kind in ("strict", "flexible"):

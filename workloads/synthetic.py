@@ -13,7 +13,6 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from harness.config import PathText
@@ -29,6 +28,14 @@ WARMUP_FIRST_TOKENS = 64  # first tokens kept for warm-up prompts before those o
 MAX_PROMPTS = 1_000_000
 # The prompts are made before the first request; past this many tokens they alone would take GBs.
 MAX_PLANNED_PROMPT_TOKENS = 1 << 25
+
+
+def _rng(seed: list[int]):
+    """numpy's generator, imported when prompts are drawn: the registry reads SyntheticConfig from
+    this module for the command line's help, which must not load numpy."""
+    import numpy as np
+
+    return np.random.default_rng(seed)
 
 
 class SyntheticConfig(WorkloadConfig):
@@ -82,13 +89,12 @@ class SyntheticWorkload:
                                   f"vocabulary has {len(ids)} ordinary tokens")
         # One fixed permutation, cut to length: the first k tokens never depend on `total`, so the
         # warm-up draw (taken after the measured ones) cannot repeat a measured first token.
-        order = np.random.default_rng([self.salt, 1]).permutation(ids)
+        order = _rng([self.salt, 1]).permutation(ids)
         return [int(i) for i in order[:total]]
 
     def _body(self, index: int) -> list[int]:
-        ids = np.asarray(self.vocabulary.ordinary_ids())
-        rng = np.random.default_rng([self.seed, index])
-        return [int(i) for i in rng.choice(ids, size=self.input_tokens - 1, replace=True)]
+        return [int(i) for i in _rng([self.seed, index]).choice(self.vocabulary.ordinary_ids(),
+                                                                size=self.input_tokens - 1, replace=True)]
 
     def _build(self, first_tokens: list[int], bodies: range, label: str) -> list[Prompt]:
         return [

@@ -27,7 +27,7 @@ from harness.metrics.energy import run_energy
 from harness.metrics.load import in_measured_window
 from harness.metrics.roofline import ROOFLINE_UNITS, Roofline
 from harness.metrics.schema import STAT_UNITS
-from harness.metrics.slo import parse_slo, slo_met, slo_values
+from harness.metrics.slo import slo_met, slo_values
 from harness.metrics.summary import ok_requests, summarize_derived
 from harness.metrics.values import floats
 from harness.power.sampler import load_power_samples
@@ -38,6 +38,7 @@ from harness.records.requests import load_requests
 from harness.records.rundir import MANIFEST_NAME, load_manifest
 from harness.records.timeseries import DEVICE, DEVICE_COLUMNS, SERVER_COLUMNS, SERVER_METRICS, load_series
 from harness.run.label import load_label, run_label
+from harness.slo_targets import parse_slo
 from workloads import Scorer
 from workloads.registry import scorer_for
 

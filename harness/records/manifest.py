@@ -42,10 +42,12 @@ from harness.records.entries import (
     TelemetryEntry,
     WorkloadSpec,
 )
-from harness.records.requests import LEGACY_BACKEND
 
 MANIFEST_VERSION = 2  # 2: engine_facts beside the raw snapshot; 1: the raw snapshot only
 STALE_AFTER_S = 600.0  # a run on another host whose heartbeat is older than this is taken as dead
+# Records written before `engine` and `api` existed name only the API, as `backend`; the metrics
+# of that time read an "openai" record as vLLM's, so that is the engine it stands for.
+LEGACY_BACKEND = {"sglang": ("sglang", "sglang"), "openai": ("vllm", "openai")}
 
 
 class RunRecord(StrictModel):

@@ -20,6 +20,7 @@ from harness.engines.base import StreamResult
 from harness.errors import SparkbenchError
 from harness.records.atomic import write_atomically
 from harness.records.checks import checked_records
+from harness.records.manifest import LEGACY_BACKEND
 from harness.secrets import redact
 from harness.spec import Prompt, SamplingParams
 
@@ -166,9 +167,6 @@ def _whole_number(count: Any) -> bool:
 
 
 COLUMNS = list(RequestRecord.__dataclass_fields__)
-# Records written before `engine` and `api` existed name only the API, as `backend`; the metrics
-# of that time read an "openai" record as vLLM's, so that is the engine it stands for.
-LEGACY_BACKEND = {"sglang": ("sglang", "sglang"), "openai": ("vllm", "openai")}
 NULLABLE_INT_COLUMNS = ("prompt_tokens", "completion_tokens", "cached_tokens", "first_token_ns", "last_token_ns",
                         "scheduled_ns")
 

@@ -29,7 +29,7 @@ from harness.records.rundir import git_commit, host_facts, utc_now, utc_stamp
 from harness.report.markup import as_text
 from harness.report.rate_plots import plot_capacity, plot_rates
 from harness.report.sweep_report import render_html, render_markdown
-from harness.run.arrivals import LoadOptions
+from harness.run.load_options import LoadOptions
 from harness.sweep.capacity import Capacity, Trial, search
 from harness.sweep.capacity_settings import CapacitySettings
 from harness.sweep.record import CAPACITY_RECORD_VERSION, CapacityRecord, TrialEntry

@@ -9,13 +9,13 @@ from scipy import stats
 from harness.config import validated
 from harness.errors import SparkbenchError
 from harness.run.arrivals import (
-    LoadOptions,
     drawn_offsets,
     read_schedule,
     schedule_of,
     windows,
     write_schedule,
 )
+from harness.run.load_options import LoadOptions
 
 KS_ALPHA = 0.01
 GAPS = 4000

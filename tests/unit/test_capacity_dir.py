@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from harness.errors import SparkbenchError
-from harness.run.arrivals import LoadOptions
+from harness.run.load_options import LoadOptions
 from harness.sweep.capacity_dir import CAPACITY_MANIFEST, CapacitySettings, run_search
 from tests.unit.test_report import SYNTHETIC, write_run
 from tests.unit.test_slo_metrics import open_loop_records

@@ -16,7 +16,7 @@ import pytest
 
 from harness.analysis.run import Run
 from harness.records.rundir import RunDir
-from harness.run.arrivals import LoadOptions
+from harness.run.load_options import LoadOptions
 from harness.run.options import RECORDED
 from harness.run.runner import RunOptions, execute
 from harness.sweep.capacity_dir import run_search, trial_of

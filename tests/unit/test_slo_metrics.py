@@ -16,9 +16,10 @@ from harness.analysis.run import Run
 from harness.errors import SparkbenchError
 from harness.metrics import derive_requests, summarize
 from harness.metrics.load import lag_warning, load_values
-from harness.metrics.slo import format_slo, parse_slo, slo_met, slo_values
+from harness.metrics.slo import slo_met, slo_values
 from harness.metrics.stats import wilson_interval
 from harness.report.report import build_report
+from harness.slo_targets import format_slo, parse_slo
 from tests.unit.conftest import build_record, ns_at, to_frame
 from tests.unit.test_report import SYNTHETIC, write_run
 
