@@ -17,7 +17,7 @@ from harness.config import validated
 from harness.engines.shaping import ExtraBodyClash, with_extra_body
 from harness.errors import SparkbenchError
 from harness.run.options import RunSettings
-from harness.secrets import redact_argv
+from harness.secrets import redact, redact_argv
 from tests.fakes.recording_server import recording
 from tests.fakes.stream_server import Script
 
@@ -95,6 +95,7 @@ def test_both_apis_send_the_header_and_extra_body_and_the_run_records_them(tmp_p
     run = Run.load(next(results.iterdir()))
     assert run.record.options.header == ["X-Tenant:***"] and run.record.options.extra_body == extra
     assert SECRET not in _files_text(results) and SECRET not in done.output
+    assert redact(f"a server echoing {SECRET}") == "a server echoing ***"  # remembered as the API key is
 
 
 def test_an_extra_body_field_the_client_sets_is_refused_before_any_request(tmp_path):
@@ -114,3 +115,20 @@ def test_runs_with_different_extra_bodies_are_different_shapes():
     assert shape_key(run(None)) == shape_key(run({}))
     assert shape_key(run(None)) != shape_key(run({"min_p": 0.1}))
     assert why_apart(run(None), run({"min_p": 0.1})) == "different shape (extra_body)"
+
+
+def test_sweep_and_nightly_configs_take_a_dataset_workload_and_the_shaping_options(tmp_path):
+    from harness.nightly.config import load_config
+    from harness.sweep.config import load_sweep_config
+
+    shared = ('header: ["X-Tenant: bench"]\nextra_body: {min_p: 0.1}\nworkloads:\n'
+              '  - {name: dataset, options: {path: workloads/data/dataset/example.jsonl, max_turns: 1}}\n')
+    (tmp_path / "sweep.yaml").write_text('configurations:\n  - {name: a, server: "http://127.0.0.1:1"}\n' + shared)
+    (tmp_path / "nightly.yaml").write_text(f'server: "http://127.0.0.1:1"\nstate_dir: {tmp_path}/state\n' + shared)
+    cell = load_sweep_config(tmp_path / "sweep.yaml").cell_settings(concurrency=1)
+    nightly = RunSettings.part_of(load_config(tmp_path / "nightly.yaml"))
+    for options in (cell, nightly):
+        assert options.headers == {"X-Tenant": "bench"} and options.extra_body == {"min_p": 0.1}
+    (tmp_path / "bad.yaml").write_text(shared.replace("max_turns: 1", "max_turn: 1"))
+    with pytest.raises(SparkbenchError, match="unknown keys max_turn"):
+        load_config(tmp_path / "bad.yaml")
