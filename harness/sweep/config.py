@@ -65,6 +65,10 @@ class RayOptions(StrictModel):
     num_gpus: float = Field(0.0, ge=0.0)
     resources: dict[str, float] = Field(default_factory=dict)
     local_cpus: int | None = Field(None, ge=1)  # CPUs of the private cluster that `local` starts
+    # How long the cells may wait while no live node has what each task asks for (a node that died,
+    # a resource no node has); then every cell still waiting fails. Minutes: a node may restart or
+    # an autoscaler add one.
+    placement_timeout_s: float = Field(300.0, gt=0.0)
 
 
 class SweepConfig(RunSettings):

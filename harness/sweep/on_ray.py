@@ -10,20 +10,34 @@ driver alone writes the sweep manifest, as each task ends.
 Cells attached to one running server must not overlap (their requests would share it), so each
 such cell's task waits for the previous cell on that server: Ray runs them one after another.
 Cells that launch their server from a profile are independent and run as resources allow.
+
+Each task reports the node it ran on (Ray's node id, its address, the host), kept in the cell's
+entry of `sweep.json`. A task that Ray loses (its node died) is a failed cell. Tasks that no live
+node can place (`harness.sweep.placement`) fail once that has lasted `ray.placement_timeout_s`,
+all of them together: they ask for the same resources.
 """
 
 from __future__ import annotations
 
+import socket
 import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from harness.errors import SparkbenchError
 from harness.sweep.cells import run_configuration
 from harness.sweep.config import RayOptions, SweepConfig
+from harness.sweep.placement import PlacementWatch
+from harness.sweep.record import NodeEntry
 from harness.sweep.sweepdir import Cell, CellOutcome, SweepDir
 
 LOCAL = "local"  # --ray local: a private single-node cluster started for this sweep
+POLL_S = 1.0  # how often the driver looks at the nodes while no task ends
+TOKEN_HINT = ("the cluster asks for its token: set RAY_AUTH_MODE=token and give the token "
+              "(~/.ray/auth_token, RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN); docs/sweeps.md")
 
 
 def import_ray() -> Any:
@@ -43,8 +57,20 @@ def connect(ray: Any, address: str, options: RayOptions) -> None:
                      _node_ip_address="127.0.0.1", logging_level="warning")
         else:
             ray.init(address=address, logging_level="warning")
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise SparkbenchError(f"--ray {address}: cannot join the Ray cluster ({str(exc).splitlines()[0]})") from exc
+    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.AuthenticationError) as exc:
+        hint = f"; {TOKEN_HINT}" if _token_refused(exc) else ""
+        raise SparkbenchError(f"--ray {address}: cannot join the Ray cluster "
+                              f"({str(exc).splitlines()[0]}){hint}") from exc
+
+
+def _token_refused(exc: BaseException | None) -> bool:
+    """Whether joining failed on token authentication: Ray wraps that error (AuthenticationError,
+    InvalidAuthToken) in a ConnectionError that names only the address, so its chain is read."""
+    while exc is not None:
+        if type(exc).__name__ == "AuthenticationError" or "InvalidAuthToken" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def run_cell_task(cell: Cell, root: str, settings: SweepConfig, runner, after: Any = None) -> CellOutcome:
@@ -58,10 +84,22 @@ def run_cell_task(cell: Cell, root: str, settings: SweepConfig, runner, after: A
     return outcomes[0] if outcomes else CellOutcome(cell.cell_id, "failed", None, "the cell reported nothing")
 
 
+def this_node() -> NodeEntry:
+    """The Ray node this task runs on: its id, the address it joined with, the host's name."""
+    ray = import_ray()
+    return NodeEntry(ray_node_id=ray.get_runtime_context().get_node_id(), ip=ray.util.get_node_ip_address(),
+                     hostname=socket.gethostname())
+
+
+def cell_task(cell: Cell, root: str, settings: SweepConfig, runner, after: Any = None) -> CellOutcome:
+    """One cell's Ray task: `run_cell_task`, its outcome naming the node it ran on."""
+    return replace(run_cell_task(cell, root, settings, runner, after), node=this_node())
+
+
 def submit(ray: Any, sweep: SweepDir, runner) -> dict[Any, Cell]:
     """One task per unfinished cell, chained per attached server; {object ref: cell}."""
     options = sweep.config.ray
-    task = ray.remote(run_cell_task).options(num_cpus=options.num_cpus, num_gpus=options.num_gpus,
+    task = ray.remote(cell_task).options(num_cpus=options.num_cpus, num_gpus=options.num_gpus,
                                              resources=dict(options.resources), max_retries=0)
     pending, last_on_server = {}, {}
     for cell in sweep.unfinished():
@@ -73,17 +111,34 @@ def submit(ray: Any, sweep: SweepDir, runner) -> dict[Any, Cell]:
     return pending
 
 
-def collect(ray: Any, sweep: SweepDir, pending: dict[Any, Cell]) -> None:
-    """Record each cell's outcome as its task ends; a task Ray itself lost is a failed cell."""
+def collect(ray: Any, sweep: SweepDir, pending: dict[Any, Cell], clock: Callable[[], float] = time.monotonic) -> None:
+    """Record each cell's outcome as its task ends; a task Ray itself lost is a failed cell. While no
+    task ends the driver looks at the nodes: once no live node could place a task for the whole
+    `ray.placement_timeout_s`, every cell still waiting fails with that reason and its task is cancelled."""
+    watch = PlacementWatch(sweep.config.ray, clock)
     while pending:
-        done, _ = ray.wait(list(pending), num_returns=1)
-        cell = pending.pop(done[0])
-        try:
-            outcome = ray.get(done[0])
-        except Exception as exc:  # a worker that died, a task Ray could not run
-            outcome = CellOutcome(cell.cell_id, "failed", None, f"Ray task: {str(exc).splitlines()[0]}")
-        print(f"sweep: cell {cell.cell_id} {outcome.status}", file=sys.stderr, flush=True)
-        sweep.record_outcome(outcome)
+        done, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_S)
+        if done:
+            cell = pending.pop(done[0])
+            _record(sweep, _outcome(ray, cell, done[0]))
+        elif watch.expired(ray.nodes()):
+            print(f"sweep: {watch.reason()}", file=sys.stderr, flush=True)
+            for ref, cell in list(pending.items()):
+                ray.cancel(ref, force=True)
+                _record(sweep, CellOutcome(cell.cell_id, "failed", None, watch.reason()))
+            pending.clear()
+
+
+def _outcome(ray: Any, cell: Cell, ref: Any) -> CellOutcome:
+    try:
+        return ray.get(ref)
+    except Exception as exc:  # a worker that died, a task Ray could not run
+        return CellOutcome(cell.cell_id, "failed", None, f"Ray task: {str(exc).splitlines()[0]}")
+
+
+def _record(sweep: SweepDir, outcome: CellOutcome) -> None:
+    print(f"sweep: cell {outcome.cell_id} {outcome.status}", file=sys.stderr, flush=True)
+    sweep.record_outcome(outcome)
 
 
 def run_on_ray(sweep: SweepDir, address: str, runner=run_configuration) -> None:

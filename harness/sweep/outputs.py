@@ -21,7 +21,7 @@ from harness.report.sweep_plots import plot_sweep
 from harness.report.sweep_report import write_sweep_report
 from harness.sweep.config import SweepConfig
 from harness.sweep.run import SWEEP_SUMMARY, sweep_summary
-from harness.sweep.sweepdir import SWEEP_MANIFEST, SweepDir
+from harness.sweep.sweepdir import COMPLETE, SWEEP_MANIFEST, SweepDir
 
 
 def cells_table(sweep: SweepDir) -> pd.DataFrame:
@@ -86,7 +86,8 @@ def sweep_report(folder: Path) -> tuple[Path, Path]:
 
 
 def print_sweep(sweep: SweepDir) -> None:
-    """The cells and how each ended, the curve points and saturation, and where the report is."""
+    """The cells and how each ended, the curve points and saturation, where the report is, and how to
+    continue a sweep whose cells did not all complete."""
     html, tables, sentences = write_outputs(sweep)
     with pd.option_context("display.width", 200, "display.max_colwidth", 80, "display.float_format", "{:.4g}".format):
         print(tables["cells"].drop(columns=["run_dir"]).to_string(index=False))
@@ -97,3 +98,7 @@ def print_sweep(sweep: SweepDir) -> None:
         print(SCALE_LABEL)
     print("\n".join(sentences))
     print(f"sweep: {sweep.path}\nreport: {html}")
+    unfinished = [entry for entry in sweep.record.cells.values() if entry.status != COMPLETE]
+    if unfinished:
+        print(f"sweep: {len(unfinished)} of {len(sweep.record.cells)} cells did not complete; "
+              f"continue with: sparkbench sweep --resume {sweep.path}")

@@ -48,9 +48,18 @@ class FolderRecord(Entry):
         return self.model_dump()
 
 
+class NodeEntry(Entry):
+    """Where a cell's Ray task ran: the Ray node's id and address, and the host's name."""
+
+    ray_node_id: str
+    ip: str
+    hostname: str
+
+
 class CellEntry(Entry):
     """One cell of a sweep: its coordinates, how it ended, its run directory (relative to the sweep
-    folder; None before its run began) and the error, in one line."""
+    folder; None before its run began), the error, in one line, and the Ray node it last ran on
+    (None for a local cell, or a task that never reported)."""
 
     configuration: str
     workload: str
@@ -60,6 +69,7 @@ class CellEntry(Entry):
     run_dir: str | None = None
     error: str | None = None
     ended_at: str | None = None
+    node: NodeEntry | None = None
 
 
 class SweepStart(Entry):

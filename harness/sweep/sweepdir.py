@@ -21,7 +21,7 @@ from harness.errors import SparkbenchError, describe_os_error
 from harness.records.rundir import git_commit, host_facts, utc_now, utc_stamp
 from harness.secrets import redact, redact_argv
 from harness.sweep.config import Configuration, SweepConfig
-from harness.sweep.record import SWEEP_RECORD_VERSION, CellEntry, SweepRecord, SweepStart
+from harness.sweep.record import SWEEP_RECORD_VERSION, CellEntry, NodeEntry, SweepRecord, SweepStart
 from workloads.registry import NamedWorkload
 
 SWEEP_MANIFEST = "sweep.json"
@@ -52,12 +52,14 @@ class Cell:
 @dataclass(frozen=True)
 class CellOutcome:
     """How a cell ended: its run's status (`complete`, `failed`, `interrupted`), its run directory
-    (None when the run never began) and the error, in one line."""
+    (None when the run never began), the error, in one line, and the Ray node that ran it (None
+    locally, or when the task never reported)."""
 
     cell_id: str
     status: str
     run_dir: str | None = None
     error: str | None = None
+    node: NodeEntry | None = None
 
 
 def cells_of(config: SweepConfig) -> list[Cell]:
@@ -115,11 +117,13 @@ class SweepDir:
         return [c for c in cells_of(self.config) if self.record.cells[c.cell_id].status != COMPLETE]
 
     def record_outcome(self, outcome: CellOutcome) -> None:
-        """Store how a cell ended (run directory relative to the sweep folder) and save at once."""
+        """Store how a cell ended (run directory relative to the sweep folder, and the node that ran
+        it) and save at once."""
         run_dir = outcome.run_dir
         relative = None if run_dir is None else Path(run_dir).resolve().relative_to(self.path.resolve()).as_posix()
         entry = self.record.cells[outcome.cell_id].model_copy(update={
-            "status": outcome.status, "error": outcome.error, "run_dir": relative, "ended_at": utc_now()})
+            "status": outcome.status, "error": outcome.error, "run_dir": relative, "ended_at": utc_now(),
+            "node": outcome.node})
         self._update(cells={**self.record.cells, outcome.cell_id: entry})
 
     def begin(self, executor: dict[str, Any]) -> None:

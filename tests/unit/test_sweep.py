@@ -18,6 +18,7 @@ from harness.sweep.config import SweepConfig, config_from_flags
 from harness.sweep.outputs import write_outputs
 from harness.sweep.run import execute
 from harness.sweep.sweepdir import CellOutcome, SweepDir
+from tests.fakes.ray_cluster import FakeRay
 
 SYNTHETIC = {"name": "synthetic", "options": {"num_prompts": 4, "input_tokens": 32, "output_tokens": 8}}
 
@@ -121,38 +122,8 @@ def test_outputs_state_speedup_and_saturation(tmp_path):
     assert "saturates at concurrency 2" in html.read_text()
 
 
-class FakeRay:
-    """Ray's task API as the driver uses it: tasks run at once, in submission order; a task's
-    result ref is its index; `broken` task indexes raise on get (a worker that died)."""
-
-    def __init__(self, broken: set[int] = frozenset()) -> None:
-        self.tasks, self.broken, self.results, self.options = [], set(broken), {}, None
-
-    def remote(self, function):
-        fake = self
-
-        class Task:
-            def options(self, **options):
-                fake.options = options
-                return self
-
-            def remote(self, *args):
-                fake.tasks.append(args)
-                ref = len(fake.tasks) - 1
-                fake.results[ref] = function(*args)
-                return ref
-        return Task()
-
-    def wait(self, refs, num_returns):
-        return sorted(refs)[:num_returns], sorted(refs)[num_returns:]
-
-    def get(self, ref):
-        if ref in self.broken:
-            raise RuntimeError("worker died\ntraceback")
-        return self.results[ref]
-
-
-def test_ray_tasks_chain_the_cells_of_one_attached_server_and_record_lost_tasks(tmp_path):
+def test_ray_tasks_chain_the_cells_of_one_attached_server_and_record_lost_tasks(tmp_path, monkeypatch):
+    monkeypatch.setattr(on_ray, "this_node", lambda: None)
     shared = {"name": "again", "server": "http://127.0.0.1:30000"}
     config = _config(tmp_path, concurrency=[1, 2], ray={"num_gpus": 1.0, "resources": {"h200": 1.0}},
                      configurations=[{"name": "base", "server": "http://127.0.0.1:30000"}, shared,
@@ -161,7 +132,7 @@ def test_ray_tasks_chain_the_cells_of_one_attached_server_and_record_lost_tasks(
     ray = FakeRay(broken={5})
     on_ray.collect(ray, sweep, on_ray.submit(ray, sweep, FakeRunner()))
     assert ray.options == {"num_cpus": 1.0, "num_gpus": 1.0, "resources": {"h200": 1.0}, "max_retries": 0}
-    after = [args[-1] for args in ray.tasks]
+    after = [args[-1] for _, args in ray.tasks]
     assert after == [None, 0, 1, 2, None, None]  # one server: one chain; launched cells are independent
     cells = SweepDir.load(sweep.path).record.cells
     assert cells["launched.synthetic.c2"].status == "failed"
@@ -204,6 +175,8 @@ def test_cli_records_unreachable_servers_as_failed_cells_and_exits_1(tmp_path):
     sweep = SweepDir.load(next(tmp_path.iterdir()))
     assert [c.status for c in sweep.record.cells.values()] == ["failed", "failed"]
     assert "cannot reach http://127.0.0.1:9" in done.stdout
+    assert done.stdout.splitlines()[-1] == ("sweep: 2 of 2 cells did not complete; "
+                                            f"continue with: sparkbench sweep --resume {sweep.path}")
 
 
 def _fake_server(monkeypatch, outcomes: dict[str, CellOutcome] | None = None, refuse: str | None = None) -> list:
