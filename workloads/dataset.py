@@ -42,8 +42,8 @@ class DatasetConfig(WorkloadConfig):
     published = {"num_prompts": None, "output_tokens": 256, "max_output_tokens": None}
     reduced = {"num_prompts": 8, "output_tokens": 16, "max_output_tokens": 32}
 
-    path: str | None = Field(None, description="JSONL, JSON, CSV or Parquet file, a datasets folder, or the "
-                                               "name of a dataset in the local Hugging Face cache (never downloaded).")
+    path: str | None = Field(None, validate_default=True, description="JSONL, JSON, CSV or Parquet file, a datasets "
+                             "folder, or the name of a dataset in the local Hugging Face cache (never downloaded).")
     split: str = Field("train", description="Split of a dataset that has several.")
     num_prompts: int | None = Field(None, ge=1, description="Conversations to send (the first ones of the file).")
     output_tokens: int | None = Field(None, ge=1, le=MAX_CONTEXT_TOKENS,
@@ -71,18 +71,25 @@ class DatasetConfig(WorkloadConfig):
                                         "conversation id.")
     turn_column: str = Field("turn", description="Column of a multi-turn row's turn number (1, 2, ...).")
 
+    @field_validator("path", mode="before")
+    @classmethod
+    def _given(cls, where: object) -> object:
+        """Refused before any server starts when left out (a config file's options, or the command line)."""
+        if where is None or (isinstance(where, str) and not where.strip()):
+            raise ValueError("give --path FILE (a JSONL, JSON, CSV or Parquet file, a datasets folder, or a cached "
+                             "dataset's name)")
+        return where
+
     @field_validator("path")
     @classmethod
-    def _given_and_absolute(cls, where: str | None) -> str | None:
+    def _absolute(cls, where: str) -> str:
         """A path is stored absolute (a resumed run may start elsewhere); a name stays as it is."""
-        if where is not None and not where.strip():
-            raise ValueError("give the dataset's file, folder or cached name")
-        path = Path(where).expanduser() if where else None
-        return str(path.resolve()) if path is not None and path.exists() else where
+        path = Path(where).expanduser()
+        return str(path.resolve()) if path.exists() else where
 
     @field_validator("tokenizer")
     @classmethod
-    def _absolute(cls, folder: Path | None) -> Path | None:
+    def _absolute_folder(cls, folder: Path | None) -> Path | None:
         return folder.expanduser().resolve() if folder is not None else None
 
     def columns(self) -> Columns:
@@ -206,9 +213,6 @@ def _template(folder: Path, needed: Conversation | None, chat: bool) -> dict[str
 def make_dataset(config: DatasetConfig, model_dir: Path | None):
     """Read and check the rows now (before any request); the factory the run builder calls with the
     server's facts loads the tokenizer that counts them."""
-    if config.path is None:
-        raise SparkbenchError("dataset: give --path FILE (a JSONL, JSON, CSV or Parquet file, a datasets folder, "
-                              "or a cached dataset's name)")
     source = read_source(config.path, config.split)
     found = conversations(source.rows, config.columns(), config.path)
     chosen = found[:config.num_prompts]

@@ -190,3 +190,10 @@ def test_the_spec_records_the_files_sha256_rows_and_options_so_other_data_is_ano
     assert shape_key(run(first)) != shape_key(run(other))
     assert shape_key(run(first)) != shape_key(run(first, max_turns=1))
     assert shape_text(run(first)) == "dataset: output lengths per row, greedy"
+
+
+def test_a_run_without_a_path_is_refused_before_any_server_starts():
+    from workloads.registry import config_of
+
+    with pytest.raises(SparkbenchError, match="dataset options: path: give --path FILE"):
+        config_of("dataset", {})
