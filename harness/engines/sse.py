@@ -95,6 +95,7 @@ class _Connection(asyncio.Protocol):
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.reader: EventStreamReader | None = None
         self.events: deque[tuple[int, bytes]] = deque()
         self.waiter: asyncio.Future | None = None
@@ -105,6 +106,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.loop = asyncio.get_running_loop()  # once: asking for it on every read costs a getpid() call
 
     def data_received(self, data: bytes) -> None:
         now = self.last_ns = time.perf_counter_ns()
@@ -140,7 +142,7 @@ class _Connection(asyncio.Protocol):
 
     async def wait(self) -> None:
         """Until the next read, the end of the connection or an error."""
-        self.waiter = asyncio.get_running_loop().create_future()
+        self.waiter = self.loop.create_future()
         await self.waiter
 
 

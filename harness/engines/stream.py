@@ -78,21 +78,16 @@ async def collect(events: AsyncIterator[tuple[int, Any]], result: StreamResult, 
     request never reached the server.
     """
     loop = asyncio.get_running_loop()
-    start = loop.time()
-    when, error = deadlines.due(start, start, has_token=False)
-    timer = asyncio.timeout_at(None if math.isinf(when) else when)
+    timer, watch = asyncio.timeout_at(None), _DeadlineWatch(deadlines, result)
     try:
         # aclosing: the stream's connection goes back to its pool as soon as [DONE] is read.
         async with timer, contextlib.aclosing(events):
+            watch.arm(timer)
             async for now, payload in events:
                 if payload is DONE:
                     result.end_ns = now
                     return result
-                tokens_before = len(result.chunk_ns)
                 absorb(result, payload, now)
-                if len(result.chunk_ns) != tokens_before:
-                    when, error = deadlines.due(start, loop.time(), has_token=True)
-                    timer.reschedule(None if math.isinf(when) else when)
         raise StreamIncomplete(f"{url}: stream ended without [DONE]")
     except ConnectFailed:
         raise  # never sent: not a failed request, the caller decides whether to try again
@@ -100,10 +95,47 @@ async def collect(events: AsyncIterator[tuple[int, Any]], result: StreamResult, 
         failure = caught
         # The transport may report our own deadline's cancellation as its read timeout.
         if timer.expired():
-            failure = error(f"{url}: gave up after {loop.time() - start:.1f} s ({_which(error, deadlines)})")
+            failure = watch.error(f"{url}: gave up after {loop.time() - watch.start:.1f} s "
+                                  f"({_which(watch.error, deadlines)})")
         if not isinstance(failure, RequestFailed):
             raise
         return result.fail(failure, time.perf_counter_ns())
+    finally:
+        watch.cancel()
+
+
+class _DeadlineWatch:
+    """Ends a request at its deadlines with no work per chunk: a timer set for the earliest limit,
+    which, when it comes, reads the time of the last token from the result's own stamps and is set
+    again if tokens came meanwhile (rescheduling it on every token would cost a timer per chunk)."""
+
+    def __init__(self, deadlines: Deadlines, result: StreamResult) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.deadlines, self.result = deadlines, result
+        self.start, self.start_ns = self.loop.time(), time.perf_counter_ns()
+        self.error: type[RequestFailed] = RequestTimeout  # the limit that ends the request when due
+        self.timer: asyncio.Timeout | None = None
+        self.handle: asyncio.TimerHandle | None = None
+
+    def arm(self, timer: asyncio.Timeout) -> None:
+        """Watch for `timer`, entered: it expires when the request is due to give up."""
+        self.timer = timer
+        self._check()
+
+    def _check(self) -> None:
+        last_ns = self.result.last_token_ns
+        progress = self.start if last_ns is None else self.start + (last_ns - self.start_ns) / 1e9
+        when, self.error = self.deadlines.due(self.start, progress, has_token=last_ns is not None)
+        if math.isinf(when):
+            return
+        if when <= self.loop.time():
+            self.timer.reschedule(when)  # in the past: the timer expires at once
+        else:
+            self.handle = self.loop.call_at(when, self._check)
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
 
 
 def _which(error: type[RequestFailed], deadlines: Deadlines) -> str:
