@@ -1,21 +1,25 @@
 """The client's footprint beside a plain streaming client of the same requests. Prints figures; not a test.
 
-    .venv/bin/python scripts/client_footprint.py [--server URL --tokenizer DIR] [--requests 20]
-        [--input-tokens 512] [--output-tokens 256] [--step-ms 10]
+    .venv/bin/python scripts/client_footprint.py [--server URL --tokenizer DIR [--keep-prefix-cache]]
+        [--requests 20] [--input-tokens 512] [--output-tokens 256] [--step-ms 10] [--pairs 1]
 
 Against one server (SGLang's native `/generate`), in one invocation, at concurrency 1: `sparkbench
-run synthetic` (as a user runs it: the console script, telemetry on), then a plain client (httpx's
-streaming client, a dozen lines, in its own process: `PLAIN_CLIENT`) sending requests of the same
+run synthetic` (as a user runs it: the console script, telemetry on), then a plain client (aiohttp's
+streaming client, as SGLang's own benchmark client uses it, a dozen lines in its own process:
+`PLAIN_CLIENT`; it stamps each chunk's arrival and decodes its JSON) sending requests of the same
 shape (the same synthetic prompts with another salt, so neither finds the other's prefix cached),
-one warm-up first like sparkbench's. For each: CPU per chunk inside the run (sparkbench's manifest
+one warm-up first like sparkbench's; `--pairs N` runs N such pairs, one after the other, and gives
+the median of each figure. For each: CPU per chunk inside the run (sparkbench's manifest
 `client_load`; the plain client's own process time over its requests), whole-process CPU per
-chunk and in all, peak RSS, and start-up (wall time of `sparkbench run synthetic --help`; of the
-plain client's imports), with sparkbench / plain for each, and the date, host and load average
-before and after. Without `--server` it starts the project's scripted fake
-(`tests/fakes/stream_server.py`, SGLang-shaped cumulative chunks, one token every `--step-ms`) in
-a process of its own, with a word-level tokenizer made here. Run it with nothing else running:
-every other process competes for the same cores and caches, and at one chunk every few
-milliseconds the cost per chunk is mostly the wake-up of an idle process.
+chunk and in all, peak RSS, and start-up (wall time of a whole process: `sparkbench run synthetic
+--help`; the plain client's interpreter and imports), with sparkbench / plain for each, as the
+rows of docs/client.md's table (date, host and load average before and after). Without `--server`
+it starts the project's scripted fake (`tests/fakes/stream_server.py`, SGLang-shaped cumulative
+chunks, one token every `--step-ms`) in a process of its own, with a word-level tokenizer made
+here; an already-running fake is `--server URL --tokenizer DIR --keep-prefix-cache` (it has no
+cache to flush). Run it with nothing else running: every other process competes for the same
+cores and caches, and at one chunk every few milliseconds the cost per chunk is mostly the
+wake-up of an idle process.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import argparse
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,24 +47,26 @@ from workloads.synthetic import make_synthetic  # noqa: E402
 
 SEED, SALT = 0, 1  # sparkbench's prompts; the plain client's take SALT + 1
 PLAIN_CLIENT = """
-import json, sys, time
-started = time.perf_counter()
-import httpx
+import asyncio, json, sys, time
+import aiohttp
 if sys.argv[1] == "startup":
-    print(json.dumps({"startup_s": time.perf_counter() - started}))
     sys.exit(0)
 url, bodies = sys.argv[1], json.load(open(sys.argv[2]))
-chunks, cpu = 0, time.process_time()
-with httpx.Client(timeout=httpx.Timeout(900.0, connect=10.0)) as http:
-    for body in bodies:
-        with http.stream("POST", url + "/generate", json=body) as answer:
-            answer.raise_for_status()
-            for line in answer.iter_lines():
-                if line.startswith("data:"):
-                    if line[5:].strip() == "[DONE]":
-                        break
-                    chunks += 1
-print(json.dumps({"cpu_s": time.process_time() - cpu, "chunks": chunks}))
+
+async def main():
+    arrivals, cpu = [], time.process_time()
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_read=900)) as http:
+        for body in bodies:
+            async with http.post(url + "/generate", json=body) as answer:
+                answer.raise_for_status()
+                async for line in answer.content:
+                    if line.startswith(b"data:"):
+                        if line[5:].strip() == b"[DONE]":
+                            break
+                        arrivals.append((time.perf_counter_ns(), json.loads(line[5:])["meta_info"]))
+    print(json.dumps({"cpu_s": time.process_time() - cpu, "chunks": len(arrivals)}))
+
+asyncio.run(main())
 """
 FAKE_SERVER = """
 import sys, time
@@ -120,13 +127,14 @@ def sparkbench_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "harness.cli"]
 
 
-def run_sparkbench(url: str, shape: argparse.Namespace, tokenizer: Path, results: Path, fake: bool) -> dict:
-    """`sparkbench run synthetic` at c=1 with one warm-up: in-run CPU and chunks from its manifest."""
+def run_sparkbench(url: str, shape: argparse.Namespace, tokenizer: Path, results: Path) -> dict:
+    """`sparkbench run synthetic` at c=1 with one warm-up into the empty folder `results`: in-run CPU
+    and chunks from its manifest."""
     command = [*sparkbench_command(), "run", "synthetic", "--server", url, "--tokenizer", str(tokenizer),
                "--num-prompts", str(shape.requests), "--input-tokens", str(shape.input_tokens),
                "--output-tokens", str(shape.output_tokens), "--seed", str(SEED), "--salt", str(SALT),
                "--concurrency", "1", "--warmup", "1", "--no-progress", "--results", str(results),
-               *(["--keep-prefix-cache"] if fake else [])]  # the fake has no cache to flush
+               *(["--keep-prefix-cache"] if shape.keep_prefix_cache else [])]
     done = measured(command)
     if done.code != 0:
         raise SystemExit(f"client_footprint: sparkbench exited {done.code}")
@@ -156,17 +164,17 @@ def figures(done: Process, in_run_cpu_s: float, chunks: int, startup_s: float) -
             "chunks": chunks, "wall s": done.wall_s}
 
 
-def host_line(when: str) -> str:
-    one, five, fifteen = os.getloadavg()
-    return (f"{when}: {datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} UTC, {socket.gethostname()}, "
-            f"{os.cpu_count()} CPUs, load average {one:.2f} {five:.2f} {fifteen:.2f}")
+def load_average() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
-def table(ours: dict, plain: dict) -> str:
-    rows = [f"{'figure':24s} {'sparkbench':>12s} {'plain httpx':>12s} {'ratio':>7s}"]
-    for name in ours:
-        ratio = ours[name] / plain[name] if plain[name] else float("nan")
-        rows.append(f"{name:24s} {ours[name]:12.2f} {plain[name]:12.2f} {ratio:7.2f}")
+def table(ours: list[dict], plain: list[dict], date: str, host: str) -> str:
+    """docs/client.md's table: one row per figure, the median over the pairs, and sparkbench / plain."""
+    rows = ["| date | host, load | figure | sparkbench | plain aiohttp | ratio |", "|---|---|---|---|---|---|"]
+    for name in ours[0]:
+        mine, theirs = (statistics.median(pair[name] for pair in side) for side in (ours, plain))
+        ratio = f"{mine / theirs:.2f}" if theirs else "-"
+        rows.append(f"| {date} | {host} | {name} | {mine:,.2f} | {theirs:,.2f} | {ratio} |")
     return "\n".join(rows)
 
 
@@ -178,20 +186,31 @@ def main() -> None:
     parser.add_argument("--input-tokens", type=int, default=512)
     parser.add_argument("--output-tokens", type=int, default=256)
     parser.add_argument("--step-ms", type=float, default=10.0, help="the fake's time per token [10]")
+    parser.add_argument("--keep-prefix-cache", action="store_true",
+                        help="with --server: a server that cannot flush its prefix cache (the fake)")
+    parser.add_argument("--pairs", type=int, default=1, help="sparkbench-then-plain pairs; medians are printed [1]")
     shape = parser.parse_args()
     if shape.server and not shape.tokenizer:
         parser.error("--server needs --tokenizer (the plain client's prompts are built from it)")
-    print(host_line("before"), flush=True)
+    shape.keep_prefix_cache = shape.keep_prefix_cache or not shape.server  # the fake started here has no cache
+    started, before = datetime.now(timezone.utc), load_average()
+    print(f"{started:%Y-%m-%d %H:%M} UTC, {socket.gethostname()}, {os.cpu_count()} CPUs, load average {before}",
+          flush=True)
+    ours, plain = [], []
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
         tokenizer = shape.tokenizer or word_tokenizer(folder)
         with nullcontext(shape.server) if shape.server else fake_server(shape.step_ms) as url:
-            ours = run_sparkbench(url, shape, tokenizer, folder / "runs", fake=not shape.server)
-            plain = run_plain(url, shape, tokenizer, folder)
+            for pair in range(shape.pairs):
+                ours.append(run_sparkbench(url, shape, tokenizer, folder / f"runs-{pair}"))
+                plain.append(run_plain(url, shape, tokenizer, folder))
+                print(f"pair {pair + 1}: in-run CPU us/chunk {ours[-1]['in-run CPU us/chunk']:.1f} against "
+                      f"{plain[-1]['in-run CPU us/chunk']:.1f}, load average {load_average()}", flush=True)
     print(f"server: {shape.server or f'scripted fake, one token every {shape.step_ms:g} ms'}; c=1, "
-          f"{shape.requests} requests of {shape.input_tokens} in / {shape.output_tokens} out, one warm-up each")
-    print(table(ours, plain))
-    print(host_line("after"))
+          f"{shape.requests} requests of {shape.input_tokens} in / {shape.output_tokens} out, one warm-up each, "
+          f"{shape.pairs} pair(s), medians")
+    host = f"{socket.gethostname()} ({os.cpu_count()} CPUs), load {before} -> {load_average()}"
+    print(table(ours, plain, f"{started:%Y-%m-%d %H:%M} UTC", host))
 
 
 if __name__ == "__main__":
