@@ -31,6 +31,7 @@ from harness.records.entries import ServerCounters
 from harness.records.manifest import MANIFEST_VERSION
 from harness.records.rundir import RunDir, new_run_id
 from harness.request import RunRequest, RunSwitches, TargetSpec
+from harness.run.arrivals import replayed_trace
 from harness.run.label import default_label
 from harness.run.options import RECORDED
 from harness.run.resume import check_same_spec, done_prompts, resumed_options
@@ -38,7 +39,7 @@ from harness.run.runner import RunAborted, RunOptions, execute, snapshot_server
 from harness.run.schedule_check import check_schedule
 from harness.run.target import Target, backend_for, target_server
 from harness.secrets import api_key, header_parts, redact, remember
-from workloads import Plan, WorkloadConfig
+from workloads import Plan, Workload, WorkloadConfig
 from workloads.registry import config_of, entry, plan
 
 
@@ -52,7 +53,7 @@ def run(request: RunRequest, target: Target | None = None, repeat: dict[str, Any
     """Build and run `request` on `target` (default: the server the request names, for this run);
     `repeat` is the manifest's record of which repetition this run is (`run_repeated`)."""
     config = workload_config(request)  # a bad option fails before any server starts
-    check_schedule(request.options)
+    check_schedule(request.options, config)
     with ExitStack() as stack:
         target = target or stack.enter_context(open_target(request.target))
         backend = backend_for(target, request.target.backend, chat=config.wants_chat(),
@@ -66,8 +67,7 @@ def run_repeated(request: RunRequest) -> list[Run]:
     manifest names its group (`harness.analysis.repeats`); one run without `--repeat`."""
     if request.repeat == 1:
         return [run(request)]
-    workload_config(request)  # a bad option fails before any server starts
-    check_schedule(request.options)
+    check_schedule(request.options, workload_config(request))  # a bad option fails before any server starts
     group = new_run_id(f"repeat{request.repeat}")
     with open_target(request.target) as target:
         return [run(request, target, repeat_entry(group, index, request.repeat))
@@ -121,7 +121,7 @@ def run_planned(target: Target, backend: Backend, plan: Plan, options: RunOption
     snapshot = snapshot_server(backend, target.base_url, options.headers)
     guard_record = _startup_guard(target, backend, snapshot, switches.guard, options.headers, switches.allow_buffered)
     facts = server_facts(target, backend, snapshot)
-    workload = plan.make(facts)
+    workload = _replaying(plan.make(facts), plan, options)
     spec = workload.spec()
     # Before the prompts are made: a shape past the model's context is refused, not allocated.
     check_fits_context(snapshot, spec.get("input_tokens") or 0, (spec.get("sampling") or {}).get("max_new_tokens", 0))
@@ -151,6 +151,15 @@ def run_planned(target: Target, backend: Backend, plan: Plan, options: RunOption
         finished.write_tables()  # whatever stopped the run
     _post_run_guard(run_dir, finished.requests, guard=switches.guard and target.profile is not None)
     return finished
+
+
+def _replaying(workload: Workload, plan: Plan, options: RunOptions) -> Workload:
+    """The workload sending one prompt per row of a `--schedule` trace that gives lengths (or prefix
+    groups), as the trace gives them; else the workload as it is."""
+    if options.schedule is None or not plan.config.trace_columns:
+        return workload
+    trace = replayed_trace(options)
+    return workload.replaying(trace) if trace.columns else workload
 
 
 def _startup_guard(target: Target, backend: Backend, snapshot: dict[str, Any], guard: bool,

@@ -41,6 +41,9 @@ class WorkloadConfig(StrictModel):
 
     published: ClassVar[dict[str, Any]] = {}
     reduced: ClassVar[dict[str, Any]] = {}
+    # The per-request columns of a `--schedule` trace it replays (`harness.run.trace`): a workload
+    # that makes prompts of any length takes the lengths; none by default.
+    trace_columns: ClassVar[frozenset[str]] = frozenset()
 
     def at_scale(self, reduced: bool) -> WorkloadConfig:
         """This config with every None field that has a scale default filled in."""

@@ -22,6 +22,7 @@ from workloads import Plan, Scorer, Workload, WorkloadConfig
 from workloads.dataset import DatasetConfig, make_dataset
 from workloads.gsm8k import GSM8KConfig
 from workloads.gsm8k_scoring import GSM8K_SCORER
+from workloads.shared_prefix import SharedPrefixConfig, make_shared_prefix
 from workloads.specbench import SpecBenchConfig, make_specbench
 from workloads.synthetic import SyntheticConfig
 
@@ -53,13 +54,17 @@ def _gsm8k(config: GSM8KConfig, model_dir: Path | None) -> Factory:
 
 WORKLOADS = {
     "synthetic": WorkloadEntry(SyntheticConfig, _synthetic,
-                               "Synthetic decode: random-token prompts, fixed output length, greedy, ignore_eos."),
+                               "Synthetic decode: random-token prompts, fixed output length, greedy, ignore_eos "
+                               "(or lengths drawn per request from a distribution)."),
     "gsm8k": WorkloadEntry(GSM8KConfig, _gsm8k, "GSM8K: five-shot chain-of-thought, published sampling; accuracy "
                            "and speed from the same requests.", scorer=GSM8K_SCORER),
     "specbench": WorkloadEntry(SpecBenchConfig, make_specbench, "Spec-Bench: six tasks (MT-bench two-turn "
                                "conversations, translation, summarization, QA, math reasoning, RAG), greedy."),
     "dataset": WorkloadEntry(DatasetConfig, make_dataset, "Your own prompts: a JSONL, JSON, CSV or Parquet file, a "
                              "datasets folder or a cached dataset (text, chat messages or ShareGPT; multi-turn)."),
+    "shared-prefix": WorkloadEntry(SharedPrefixConfig, make_shared_prefix, "Shared prefixes: groups of prompts "
+                                   "opening with the same tokens (SGLang's generated-shared-prefix), prefix cache "
+                                   "on, hit figures from the server's counts."),
 }
 
 

@@ -14,17 +14,15 @@ after each send, which quietly lightens the load it was asked to offer).
 from __future__ import annotations
 
 import csv
-import json
-import math
 from pathlib import Path
 
 import numpy as np
 
-from harness.errors import SparkbenchError
 from harness.run.load_options import LoadOptions
+from harness.run.trace import OFFSET, Trace, read_trace
 
 SCHEDULE_NAME = "schedule.csv"
-SCHEDULE_COLUMN = "offset_s"
+SCHEDULE_COLUMN = OFFSET
 DRAW_BLOCK = 4096  # gaps drawn at a time while filling a duration
 
 
@@ -53,63 +51,9 @@ def drawn_offsets(rate: float, burstiness: float, seed: int, count: int | None =
 
 
 def read_schedule(path: Path) -> np.ndarray:
-    """The offsets of a schedule file: CSV (a column `offset_s`, or one unnamed column) or JSONL (one
-    number or one object with `offset_s` per line). Offsets must be finite, >= 0 and non-decreasing;
-    anything else is a one-line error naming the line."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise SparkbenchError(f"--schedule {path} does not exist") from exc
-    except UnicodeDecodeError as exc:
-        raise SparkbenchError(f"--schedule {path}: not UTF-8 text") from exc
-    lines = _jsonl_values(path, text) if path.suffix in (".jsonl", ".json") else _csv_values(path, text)
-    if not lines:
-        raise SparkbenchError(f"--schedule {path}: no offsets")
-    offsets = np.array([value for _, value in lines], dtype=float)
-    for (number, value), previous in zip(lines, [0.0, *offsets[:-1]]):
-        if not math.isfinite(value) or value < 0:
-            raise SparkbenchError(f"--schedule {path}: line {number}: offset {value!r} is not a finite number >= 0")
-        if value < previous:
-            raise SparkbenchError(f"--schedule {path}: line {number}: offset {value:g} comes before the one above "
-                                  f"it ({previous:g}); offsets must not decrease")
-    return offsets
-
-
-def _number(path: Path, number: int, raw: object) -> tuple[int, float]:
-    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
-        raise SparkbenchError(f"--schedule {path}: line {number}: {raw!r} is not a number of seconds")
-    try:
-        return number, float(raw)
-    except ValueError as exc:
-        raise SparkbenchError(f"--schedule {path}: line {number}: {raw!r} is not a number of seconds") from exc
-
-
-def _csv_values(path: Path, text: str) -> list[tuple[int, float]]:
-    rows = [(number, row) for number, row in enumerate(csv.reader(text.splitlines()), start=1) if row]
-    if not rows:
-        return []
-    header = [cell.strip() for cell in rows[0][1]]
-    if SCHEDULE_COLUMN in header:
-        column, rows = header.index(SCHEDULE_COLUMN), rows[1:]
-    elif len(header) == 1:
-        column = 0
-    else:
-        raise SparkbenchError(f"--schedule {path}: a CSV with several columns needs one named {SCHEDULE_COLUMN}")
-    return [_number(path, number, row[column].strip() if column < len(row) else "") for number, row in rows]
-
-
-def _jsonl_values(path: Path, text: str) -> list[tuple[int, float]]:
-    values = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SparkbenchError(f"--schedule {path}: line {number} is not valid JSON") from exc
-        values.append(_number(path, number, raw.get(SCHEDULE_COLUMN) if isinstance(raw, dict) else raw))
-    return values
+    """The offsets of a schedule file (`harness.run.trace.read_trace`: CSV with a column `offset_s`
+    or one unnamed column, or JSONL), every row checked; anything else is a one-line error naming the line."""
+    return read_trace(path).offsets
 
 
 def write_schedule(run_dir: Path, offsets: np.ndarray) -> Path:
@@ -126,12 +70,18 @@ def schedule_of(options: LoadOptions, count: int | None) -> np.ndarray:
     """The run's offsets: the replayed file (cut to `duration_s` when given), or drawn for `count`
     requests or for `duration_s`."""
     if options.schedule is not None:
-        offsets = read_schedule(options.schedule)
-        return offsets if options.duration_s is None else offsets[offsets < options.duration_s]
+        return replayed_trace(options).offsets
     if options.duration_s is not None:
         return drawn_offsets(options.request_rate, options.burstiness, options.arrival_seed,
                              duration_s=options.duration_s)
     return drawn_offsets(options.request_rate, options.burstiness, options.arrival_seed, count=count)
+
+
+def replayed_trace(options: LoadOptions) -> Trace:
+    """The `--schedule` file's rows, cut to `duration_s` when given (offsets never decrease, so the
+    rows kept are the first ones)."""
+    trace = read_trace(options.schedule)
+    return trace if options.duration_s is None else trace.cut(int((trace.offsets < options.duration_s).sum()))
 
 
 def windows(offsets: np.ndarray, options: LoadOptions) -> list[str]:

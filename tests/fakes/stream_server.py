@@ -48,6 +48,9 @@ class Script:
     tokens_per_step: int = 1
     server_timing: bool = True  # report SGLang latencies / vLLM per-request metrics
     faulty_requests: int | None = None  # the fault hits only the first N generate requests (None: all)
+    # A prefix cache: each token-id prompt's longest common prefix with any earlier one is reported
+    # as cached (SGLang meta_info, OpenAI usage details) and counted in vLLM-style /metrics counters.
+    prefix_cache: bool = False
 
 
 def step_counts(script: Script, tokens: int) -> list[int]:
@@ -77,19 +80,20 @@ FAULTS: dict[str, Callable[[int, int], bool]] = {
 
 
 def _sglang_meta(script: Script, count: int, total: int, prompt_tokens: int, done: bool,
-                 made: list[float]) -> dict[str, Any]:
+                 made: list[float], cached: int) -> dict[str, Any]:
     meta: dict[str, Any] = {"id": "fake", "prompt_tokens": prompt_tokens, "completion_tokens": count,
-                            "cached_tokens": 0, "finish_reason": {"type": "length", "length": total} if done else None}
+                            "cached_tokens": cached, "finish_reason": {"type": "length", "length": total} if done else None}
     if done and script.server_timing:
         meta |= {"first_token_latency": made[0], "e2e_latency": made[-1]}
     return meta
 
 
-def sglang_chunk(script: Script, count: int, total: int, prompt_tokens: int, made: list[float]) -> dict:
+def sglang_chunk(script: Script, count: int, total: int, prompt_tokens: int, made: list[float],
+                 cached: int = 0) -> dict:
     """A cumulative SGLang `/generate` chunk: all text and ids so far, meta_info with the count.
     `made`: seconds after arrival at which each step so far was made."""
     return {"text": TOKEN_TEXT * count, "output_ids": list(range(count)),
-            "meta_info": _sglang_meta(script, count, total, prompt_tokens, count == total, made)}
+            "meta_info": _sglang_meta(script, count, total, prompt_tokens, count == total, made, cached)}
 
 
 def _vllm_metrics(made: list[float]) -> dict[str, float]:
@@ -108,11 +112,14 @@ def openai_chunk(script: Script, new: int, count: int, total: int, chat: bool) -
     return body
 
 
-def openai_usage_chunk(script: Script, total: int, prompt_tokens: int, made: list[float]) -> dict:
-    """The closing chunk: empty choices, final usage, and vLLM-style per-request metrics."""
+def openai_usage_chunk(script: Script, total: int, prompt_tokens: int, made: list[float], cached: int = 0) -> dict:
+    """The closing chunk: empty choices, final usage (with the cached prompt tokens where the fake
+    caches), and vLLM-style per-request metrics."""
     body: dict[str, Any] = {"id": "fake", "object": "chunk", "model": MODEL, "choices": [],
                             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": total,
                                       "total_tokens": prompt_tokens + total}}
+    if script.prefix_cache:
+        body["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
     if script.server_timing:
         body["metrics"] = _vllm_metrics(made)
     return body
@@ -121,6 +128,10 @@ def openai_usage_chunk(script: Script, total: int, prompt_tokens: int, made: lis
 def _prompt_tokens(body: dict[str, Any]) -> int:
     prompt = body.get("input_ids") or body.get("prompt") or body.get("text") or body.get("messages") or ""
     return len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 def _requested_tokens(body: dict[str, Any]) -> int:
@@ -152,6 +163,9 @@ class _Handler(BaseHTTPRequestHandler):
         models = {"object": "list", "data": [{"id": MODEL, "root": "/fake", "owned_by": "vllm",
                                               "max_model_len": MAX_MODEL_LEN}]}
         routes = {"/health": {}, "/v1/models": models, "/version": {"version": "fake"}}
+        if self.script.prefix_cache and self.path == "/metrics":
+            self._prometheus()
+            return
         if self.script.api == "sglang":
             routes |= {"/server_info": {"version": "fake"}, "/model_info": {"model_path": "/fake"}}
         if self.path in routes:
@@ -171,6 +185,29 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self._stream(body, arrived)
 
+    def _prometheus(self) -> None:
+        queries, hits = getattr(self.server, "cache_counts", (0, 0))
+        data = (f"# TYPE vllm:prefix_cache_queries counter\nvllm:prefix_cache_queries_total {queries}.0\n"
+                f"# TYPE vllm:prefix_cache_hits counter\nvllm:prefix_cache_hits_total {hits}.0\n").encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/plain; version=0.0.4")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _cached_tokens(self, body: dict[str, Any]) -> int:
+        """The prompt's tokens an earlier prompt already brought (a token-id prompt; 0 for text), counted."""
+        prompt = body.get("input_ids") or body.get("prompt")
+        if not self.script.prefix_cache or not isinstance(prompt, list):
+            return 0
+        with _COUNT_LOCK:
+            seen = self.server.__dict__.setdefault("cached_prompts", [])
+            cached = max((_common_prefix(prompt, earlier) for earlier in seen), default=0)
+            seen.append(prompt)
+            queries, hits = getattr(self.server, "cache_counts", (0, 0))
+            self.server.cache_counts = (queries + len(prompt), hits + cached)
+        return cached
+
     def _event(self, payload: Any) -> None:
         line = f"data: {payload if isinstance(payload, str) else json.dumps(payload)}\n\n".encode()
         self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
@@ -186,6 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _stream(self, body: dict[str, Any], arrived: float) -> None:
         """Make each step a fixed gap after the one before; send it, or hold it as the fault says."""
         total, prompt_tokens = _requested_tokens(body), _prompt_tokens(body)
+        self.cached = self._cached_tokens(body)
         script = replace(self.script, fault=self._fault())
         made: list[float] = []
         sent, held = 0, False
@@ -199,7 +237,7 @@ class _Handler(BaseHTTPRequestHandler):
         if held:
             self._chunk(script, body, sent, total, total, prompt_tokens, made)
         if self.path != "/generate":
-            self._event(openai_usage_chunk(script, total, prompt_tokens, made))
+            self._event(openai_usage_chunk(script, total, prompt_tokens, made, self.cached))
         self._event("[DONE]")
         self.wfile.write(b"0\r\n\r\n")
 
@@ -207,7 +245,7 @@ class _Handler(BaseHTTPRequestHandler):
                prompt_tokens: int, made: list[float]) -> int:
         """Send the tokens from `sent` to `count` as one chunk of the request's shape; return `count`."""
         if self.path == "/generate":
-            self._event(sglang_chunk(script, count, total, prompt_tokens, made))
+            self._event(sglang_chunk(script, count, total, prompt_tokens, made, self.cached))
         else:
             self._event(openai_chunk(script, count - sent, count, total, self.path.endswith("chat/completions")))
         return count
