@@ -95,13 +95,20 @@ def empirical_lengths(dist: LengthDist) -> list[int]:
     rows = read_source(str(dist.path), "train").rows
     if not rows:
         raise SparkbenchError(f"length distribution {dist}: the file has no rows")
-    lengths = []
-    for number, row in enumerate(rows):
-        value = row.get(dist.column)
-        whole = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
-            and value == int(value) and value >= 1
-        if not whole:
-            raise SparkbenchError(f"length distribution {dist}: row {number}: {dist.column} is {value!r}, not a "
-                                  "whole number of tokens >= 1")
-        lengths.append(int(value))
+    lengths = [_whole(row.get(dist.column)) for row in rows]
+    for number, (row, length) in enumerate(zip(rows, lengths)):
+        if length is None:
+            raise SparkbenchError(f"length distribution {dist}: row {number}: {dist.column} is "
+                                  f"{row.get(dist.column)!r}, not a whole number of tokens >= 1")
     return lengths
+
+
+def _whole(value: object) -> int | None:
+    """`value` as a whole number >= 1 (a CSV column of them is read as text); None if it is none."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return int(number) if math.isfinite(number) and number == int(number) and number >= 1 else None

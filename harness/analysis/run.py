@@ -20,6 +20,7 @@ import pandas as pd
 
 from harness.analysis.acceptance import RunHistogram, position_rows, run_histogram
 from harness.analysis.roofline import RooflineInputs, roofline_values, run_roofline
+from harness.analysis.telemetry import server_cache_hit_rate
 from harness.facts import EngineFacts
 from harness.metrics import SUMMARY_COLUMNS, derive_requests
 from harness.metrics.catalogue import CATALOGUE
@@ -209,7 +210,7 @@ class Run:
         draft position, energy, SLO attainment and goodput, the scorer's accuracy rows and the decode
         roofline."""
         record = self.record
-        parts = [counter_rows(record.server_counters), position_rows(self.histogram),
+        parts = [counter_rows(record.server_counters), cache_counter_rows(self), position_rows(self.histogram),
                  energy_rows(self.path, record.power, self.requests), slo_rows(self.judged, self.slo_targets)]
         if self.scores is not None:
             parts.append(self.scorer.summary(self.scores))
@@ -250,6 +251,13 @@ def counter_rows(counters: ServerCounters) -> pd.DataFrame:
     metric = CATALOGUE["accept_length_server_counters"]
     rows = [] if value is None else [(metric.name, "value", value, metric.unit)]
     return pd.DataFrame(rows, columns=ROW_COLUMNS)
+
+
+def cache_counter_rows(run: Run) -> pd.DataFrame:
+    """The server's prefix-cache hit rate from its `/metrics` counters over the measured requests
+    (`harness.analysis.telemetry.server_cache_hit_rate`): NaN, "not measured", where not exported."""
+    metric = CATALOGUE["prefix_cache_hit_rate_server"]
+    return pd.DataFrame([(metric.name, "value", server_cache_hit_rate(run), metric.unit)], columns=ROW_COLUMNS)
 
 
 def energy_rows(run_dir: Path, power: PowerEntry | None, requests: pd.DataFrame) -> pd.DataFrame:

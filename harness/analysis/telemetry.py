@@ -13,8 +13,18 @@ import numpy as np
 import pandas as pd
 
 from harness.engines.registry import meta_reader
-from harness.engines.series import GENERATION_TOKENS, PREEMPTIONS, QUEUED, RUNNING, Series, by_role
+from harness.engines.series import (
+    GENERATION_TOKENS,
+    PREEMPTIONS,
+    PREFIX_CACHE_HITS,
+    PREFIX_CACHE_QUERIES,
+    QUEUED,
+    RUNNING,
+    Series,
+    by_role,
+)
 from harness.metrics.overload import overload_warning
+from harness.metrics.prefix_cache import counter_hit_rate
 from harness.metrics.timeline import (
     NS_PER_S,
     counter_increase,
@@ -131,6 +141,15 @@ def throughput_warning(run: Run) -> str | None:
     return (f"the server's own output throughput ({server:.1f} tok/s, {_series(run)[GENERATION_TOKENS].metric}) "
             f"differs from the client's ({client:.1f} tok/s) by {gap:+.1%}, beyond the "
             f"{THROUGHPUT_TOLERANCE:.0%} tolerance: another client, or tokens the client did not see")
+
+
+def server_cache_hit_rate(run: Run) -> float:
+    """The server's prefix-cache hit rate over the measured requests, from its hit and query
+    counters; NaN when its engine exports none or the scrapes do not bracket the requests."""
+    hits, queries = _role(run, PREFIX_CACHE_HITS), _role(run, PREFIX_CACHE_QUERIES)
+    if hits.empty or queries.empty:
+        return float("nan")
+    return counter_hit_rate(hits["value"].to_numpy(), queries["value"].to_numpy())
 
 
 def telemetry_warnings(run: Run) -> list[str]:

@@ -106,6 +106,8 @@ RUN_VALUES = (
     _r("accept_length_request_weighted", "tokens/round", HIGHER, "mean of per-request accept lengths"),
     _r("accept_length_token_weighted", "tokens/round", HIGHER, "total tokens over total verify rounds",
        headline=("value",), compared=("value",), gate=0.05),
+    _r("prefix_cache_hit_rate", "fraction", NEITHER, "prompt tokens served from the prefix cache over prompt "
+       "tokens, as the server reported each request's cached_tokens"),
     _r("requests_flagged", "count", LOWER, "requests whose stream hides the decode (any rule)",
        headline=("value",)),
     _r("requests_buffered", "count", LOWER, "requests most of whose answer arrived at once"),
@@ -143,6 +145,8 @@ CORRECTNESS_VALUES = (
 COUNTER_VALUES = (
     Metric("accept_length_server_counters", "tokens/round", COUNTER, HIGHER,
            "accept length from the server's counters over the measured requests", headline=("value",)),
+    Metric("prefix_cache_hit_rate_server", "fraction", COUNTER, NEITHER,
+           "prefix-cache hits over queries from the server's /metrics counters over the measured requests"),
 )
 
 ENERGY_DIRECTION = {"energy_j": LOWER, "energy_per_output_token_j": LOWER, "output_tokens_per_j": HIGHER,

@@ -16,6 +16,7 @@ from harness.metrics.derive import derive_requests
 from harness.metrics.integrity import flag_counts
 from harness.metrics.load import in_measured_window, load_values
 from harness.metrics.normalize import correctness_values
+from harness.metrics.prefix_cache import prefix_cache_hit_rate
 from harness.metrics.schema import CORRECTNESS_UNITS, DISTRIBUTION_UNITS, RUN_UNITS, STAT_UNITS, SUMMARY_COLUMNS
 from harness.metrics.speculative import accept_length_request_weighted, accept_length_token_weighted
 from harness.metrics.stats import certification, describe
@@ -76,6 +77,7 @@ def run_values(derived: pd.DataFrame) -> dict[str, float]:
         "decode_throughput_mean_of_requests": decode_throughput_mean_of_requests(derived),
         "accept_length_request_weighted": accept_length_request_weighted(derived),
         "accept_length_token_weighted": accept_length_token_weighted(derived),
+        "prefix_cache_hit_rate": prefix_cache_hit_rate(derived),
         **flag_counts(derived),
     }
 
