@@ -126,12 +126,21 @@ class SharedPrefixWorkload:
         return found
 
     def prompts(self) -> list[Prompt]:
-        slots = self.slots()
-        groups = 1 + max(slot.group for slot in slots)
+        return self._prompts(self.slots())
+
+    def more_prompts(self, count: int) -> list[Prompt]:
+        """`count` prompts past the measured ones (an open loop run for a duration): further members
+        of the groups in turn, so each still shares its group's prefix and nothing more."""
+        groups, members = self.num_groups, self.prompts_per_group
+        return self._prompts([Slot(i % groups, members + i // groups, self.question_tokens, self.output_tokens)
+                              for i in range(count)])
+
+    def _prompts(self, slots: list[Slot]) -> list[Prompt]:
+        groups = 1 + max(slot.group for slot in self.slots())
         openings = self._distinct(1, groups + 1)  # the last one opens the warm-up prompts
         members = self._distinct(2, 1 + max(slot.member for slot in slots))
         prefixes = {group: [openings[group], *self._ids([self.seed, group], self.prefix_tokens - 1)]
-                    for group in range(groups)}
+                    for group in {slot.group for slot in slots}}
         return [Prompt(prompt_id=f"gsp-{slot.group}-{slot.member}", sampling=self.sampling(slot.output_tokens),
                        input_ids=tuple([*prefixes[slot.group], members[slot.member],
                                         *self._ids([self.seed, slot.group, slot.member], slot.question_tokens - 1)]),
@@ -175,6 +184,7 @@ class SharedPrefixWorkload:
             "name": self.name, "num_prompts": len(slots), "num_groups": 1 + max(slot.group for slot in slots),
             "prompts_per_group": self.prompts_per_group, "prefix_tokens": self.prefix_tokens,
             "question_tokens": self.question_tokens, "output_tokens": self.output_tokens,
+            INPUT: None if self.trace is not None else self.prefix_tokens + self.question_tokens,
             **({"trace_sha256": self.trace.sha256} if self.trace is not None else {}),
             "seed": self.seed, "salt": self.salt, "vocabulary_size": self.vocabulary.size,
             "sampling": self.sampling(max(slot.output_tokens for slot in slots)).to_dict(),

@@ -18,7 +18,7 @@ import pandas as pd
 from harness.analysis.compare import PER_RUN_KEYS, format_comparison, pick_baseline
 from harness.analysis.repeats import compare_repeated
 from harness.analysis.run import Run, tell_apart
-from harness.records.entries import SamplingEntry
+from harness.records.entries import SamplingEntry, WorkloadSpec
 
 # Spec keys that choose which prompts are sent (or salt them) without changing what is measured;
 # the sampling's per-request seed is one of them. The tokenizer's vocabulary belongs to the model.
@@ -39,19 +39,35 @@ def shape_text(run: Run) -> str:
     """The shape for people: workload, lengths and sampling, e.g. `synthetic: 8192 in / 512 out, greedy`."""
     spec = run.record.workload
     sampling = spec.sampling or SamplingEntry()
-    recorded = spec.model_fields_set
-    lengths = [f"{spec.input_tokens} in"] if "input_tokens" in recorded else []
-    output = sampling.max_new_tokens if "max_new_tokens" in sampling.model_fields_set else spec.output_tokens
-    exact = sampling.ignore_eos or "output_tokens" in recorded  # every answer runs to its limit
-    if output is not None:
-        lengths.append(f"{output} out" + ("" if exact else " max"))
-    else:  # a workload of many lengths says where they come from (a dataset: per row)
-        per_row = (spec.model_extra or {}).get("output_lengths")
-        lengths.append(f"output lengths {per_row}" if per_row else "output length not recorded")
+    lengths = _lengths_text(spec, sampling)
     temperature = sampling.temperature
     how = ("sampling not recorded" if temperature is None else "greedy" if temperature == 0 else
            f"T={temperature} top_p={sampling.top_p} top_k={sampling.top_k}")
     return f"{run.workload}: {' / '.join(lengths)}, {how}"
+
+
+def _lengths_text(spec: WorkloadSpec, sampling: SamplingEntry) -> list[str]:
+    """The input and output lengths for people: fixed ones, a mix's distributions, a shared prefix,
+    a replayed trace's lengths, a dataset's per-row lengths."""
+    recorded, extra = spec.model_fields_set, spec.model_extra or {}
+    lengths = [f"{extra.get('num_groups')} groups sharing a {extra['prefix_tokens']}-token prefix"] \
+        if extra.get("prefix_tokens") else []
+    if extra.get("input_len_dist"):
+        lengths.append(f"{extra['input_len_dist']} in")
+    elif spec.input_tokens is not None:
+        lengths.append(f"{spec.input_tokens} in")
+    output = sampling.max_new_tokens if "max_new_tokens" in sampling.model_fields_set else spec.output_tokens
+    exact = sampling.ignore_eos or "output_tokens" in recorded  # every answer runs to its limit
+    if extra.get("trace_sha256"):
+        lengths.append("lengths of the --schedule trace")
+    elif extra.get("output_len_dist"):
+        lengths.append(f"{extra['output_len_dist']} out")
+    elif output is not None:
+        lengths.append(f"{output} out" + ("" if exact else " max"))
+    else:  # a workload of many lengths says where they come from (a dataset: per row)
+        per_row = extra.get("output_lengths")
+        lengths.append(f"output lengths {per_row}" if per_row else "output length not recorded")
+    return lengths
 
 
 def why_apart(base: Run, run: Run) -> str:

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.analysis.run import Run
+from harness.analysis.shapes import shape_text
 from harness.cli import app
 from tests.fakes.recording_server import recording
 from tests.fakes.stream_server import Script
@@ -56,6 +57,7 @@ def test_drawn_lengths_reach_the_server_and_the_records_on_the_native_api(tmp_pa
     assert [len(body["input_ids"]) for body in sent] == [item["input_tokens"] for item in items]
     assert len({item["input_tokens"] for item in items}) > 2
     assert run.record.workload.as_recorded()["input_len_dist"] == "uniform:20,60"
+    assert shape_text(run) == "synthetic: uniform:20,60 in / lognormal:8,3 out, greedy"
     assert values(run, "prefix_cache_hit_rate") == 0.0  # the server said so for each request
 
 
@@ -72,6 +74,7 @@ def test_shared_prefix_hits_come_from_the_servers_own_counts(tmp_path, api):
     server = values(run, "prefix_cache_hit_rate_server")  # /metrics counters: the fake's vLLM ones
     assert server == pytest.approx(expected) if api == "openai" else server != server  # SGLang: not exported
     assert run.record.prefix_cache_hits == groups * (members - 1)
+    assert shape_text(run) == "shared-prefix: 2 groups sharing a 40-token prefix / 48 in / 4 out, greedy"
     assert run.record.guard is None or "post_run" not in run.record.guard.as_recorded()
 
 
@@ -85,6 +88,7 @@ def test_a_trace_is_replayed_with_its_lengths_and_groups(tmp_path):
     assert records["completion_tokens"].tolist() == [int(row["output_tokens"]) for row in rows]
     offsets = (records["scheduled_ns"] - records["scheduled_ns"].min()) / 1e9
     assert offsets.round(6).tolist() == [float(row["offset_s"]) for row in rows]
+    assert shape_text(run) == "shared-prefix: 3 groups sharing a 64-token prefix / lengths of the --schedule trace, greedy"
     first_of_group = {row["prefix_group"]: seq for seq, row in reversed(list(enumerate(rows)))}
     hits = records["cached_tokens"].tolist()
     assert [hit >= 64 for hit in hits] == [seq != first_of_group[row["prefix_group"]] for seq, row in enumerate(rows)]

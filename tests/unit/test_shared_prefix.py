@@ -38,6 +38,16 @@ def test_prompts_of_a_group_share_exactly_its_prefix_and_no_more():
     assert {p.sampling.max_new_tokens for p in prompts} == {5}
 
 
+def test_prompts_past_the_measured_ones_are_further_members_of_the_same_groups():
+    work = workload()
+    measured, more = work.prompts(), work.more_prompts(7)
+    assert len({p.input_ids for p in measured + more}) == 19  # none sent twice (it would be all cache)
+    for extra in more:
+        for p in measured:
+            same = extra.item["prefix_group"] == p.item["prefix_group"]
+            assert shared(extra.input_ids, p.input_ids) == (24 if same else 0)
+
+
 def test_the_order_is_a_seeded_shuffle_and_the_spec_asks_for_the_cache():
     order = [p.prompt_id for p in workload().prompts()]
     assert order == [p.prompt_id for p in workload().prompts()]
