@@ -55,7 +55,8 @@ def test_the_manifest_records_the_resolved_config():
     manifest = run_manifest(Target(base_url="http://x"), backend, {}, {"name": "synthetic"}, plan,
                             RunOptions(base_url="http://x", warmup=0))
     assert manifest["workload_config"] == {"num_prompts": 2, "input_tokens": 8_192, "output_tokens": 512,
-                                           "seed": 0, "salt": None, "tokenizer": None}
+                                           "input_len_dist": None, "output_len_dist": None, "seed": 0,
+                                           "salt": None, "tokenizer": None}
     assert manifest["options"] == {"warmup": 0, "concurrency": 1, "processes": 1, "request_timeout_s": 900.0,
                                    "first_token_timeout_s": None, "request_deadline_s": None, "max_errors": None,
                                    "unreachable_grace_s": 120.0, "request_rate": None, "burstiness": 1.0,
