@@ -44,7 +44,7 @@ EXPECTED_DISTRIBUTIONS = {
 EXPECTED_RUN_VALUES = {
     "requests", "run_span_s", "output_throughput", "decode_throughput_aggregate",
     "decode_throughput_mean_of_requests", "accept_length_request_weighted",
-    "accept_length_token_weighted",
+    "accept_length_token_weighted", "prefix_cache_hit_rate",
     "requests_flagged", "requests_buffered", "requests_late_first_token", "requests_sparse",
     "requests_ok", "requests_failed", "error_rate", "errors_disconnected", "errors_http_status",
     "errors_redirect", "errors_malformed_chunk", "errors_no_done", "errors_timeout", "errors_first_token_timeout", "errors_aborted",
