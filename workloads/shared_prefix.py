@@ -92,11 +92,11 @@ class SharedPrefixWorkload:
     name: str = "shared-prefix"
 
     def _ids(self, seeds: list[int], size: int) -> list[int]:
-        return [int(i) for i in seeded_rng(seeds).choice(self.vocabulary.ordinary_ids(), size=size, replace=True)]
+        return [int(i) for i in seeded_rng(seeds).choice(self.vocabulary.ordinary_array, size=size, replace=True)]
 
     def _distinct(self, stream: int, total: int) -> list[int]:
         """`total` distinct ordinary ids, one fixed seeded permutation cut to length."""
-        ids = self.vocabulary.ordinary_ids()
+        ids = self.vocabulary.ordinary_array
         if total > len(ids):
             raise SparkbenchError(f"{total} distinct opening tokens are needed; the vocabulary has {len(ids)} "
                                   "ordinary tokens")

@@ -141,18 +141,18 @@ class SyntheticWorkload:
         return self.lengths(which, 0, count)
 
     def _first_tokens(self, total: int) -> list[int]:
-        ids = self.vocabulary.ordinary_ids()
+        ids = self.vocabulary.ordinary_array
         if total > len(ids):
             raise SparkbenchError(f"{total} prompts (with warm-up) need {total} distinct first tokens; the "
                                   f"vocabulary has {len(ids)} ordinary tokens")
         # One fixed permutation, cut to length: the first k tokens never depend on `total`, so the
         # warm-up draw (taken after the measured ones) cannot repeat a measured first token.
-        order = seeded_rng([self.salt, 1]).permutation(ids)
+        order = seeded_rng([self.salt, 1]).permutation(self.vocabulary.ordinary_array)
         return [int(i) for i in order[:total]]
 
     def _body(self, index: int, length: int) -> list[int]:
-        return [int(i) for i in seeded_rng([self.seed, index]).choice(self.vocabulary.ordinary_ids(),
-                                                                size=length - 1, replace=True)]
+        return [int(i) for i in seeded_rng([self.seed, index]).choice(self.vocabulary.ordinary_array,
+                                                                      size=length - 1, replace=True)]
 
     def _build(self, first_tokens: list[int], bodies: range, label: str, inputs: list[int],
                outputs: list[int]) -> list[Prompt]:
