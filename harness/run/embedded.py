@@ -123,12 +123,12 @@ def embedded_launch(profile_name: str = DEFAULT_PROFILE, model_dir: Path | None 
 def embedded_server(profile_name: str = DEFAULT_PROFILE, model_dir: Path | None = None,
                     log_name: str = "server") -> Iterator[EmbeddedServer]:
     """Start a server from a profile (see `embedded_launch`), always stop it."""
-    managed, server = _ready(profile_name, model_dir, log_name)
+    managed, server = ready_server(profile_name, model_dir, log_name)
     with managed:
         yield server
 
 
-def _ready(profile_name: str, model_dir: Path | None, log_name: str) -> tuple[ManagedServer, EmbeddedServer]:
+def ready_server(profile_name: str, model_dir: Path | None = None, log_name: str = "server") -> tuple[ManagedServer, EmbeddedServer]:
     """A launched, healthy server; launched once more, on a fresh port, when another process took
     the first one while it started."""
     managed, server = embedded_launch(profile_name, model_dir, log_name)

@@ -9,7 +9,8 @@ ties to even) onto the grid of an OCP-style float with 4 exponent bits (bias 7, 
 2^-6) and MANTISSA_BITS mantissa bits, scaled back, and stored as BF16 in an otherwise identical
 checkpoint. MANTISSA_BITS = 3 is FP8 e4m3 (E4M3FN: FMAX 448, checked against torch's own cast);
 fewer bits give a coarser copy (2: FMAX 384, 1: FMAX 256), for a monotone test.
-Only the rounding grid is emulated; the server still runs a BF16 head.
+Only the rounding grid is emulated; the server still runs a BF16 head. A model whose head is tied
+to its input embeddings (the real test-bed model) is untied first, so that only the head is rounded.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import numpy as np
 MIN_NORMAL_EXPONENT = -6  # 4 exponent bits, bias 7
 MAX_EXPONENT = 8
 HEAD = "lm_head.weight"
+EMBEDDINGS = "model.embed_tokens.weight"
+CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 
 
@@ -71,6 +74,16 @@ def _check_against_torch(head, mantissa_bits: int) -> None:
         raise SystemExit(f"e4m3 emulation differs from torch.float8_e4m3fn at {(ours != theirs).sum()} weights")
 
 
+def _untie(tensors: dict, config_path: Path) -> None:
+    """Give a tied model a head of its own (a copy of its embeddings) and say so in its config."""
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    if not config.get("tie_word_embeddings"):
+        raise SystemExit(f"{config_path}: no {HEAD} and the embeddings are not tied")
+    tensors[HEAD] = tensors[EMBEDDINGS].clone()
+    config["tie_word_embeddings"] = False
+    config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+
+
 def main(source: str, out_dir: str, mantissa_bits: str) -> None:
     import torch
     from safetensors.torch import load_file, save_file
@@ -81,6 +94,8 @@ def main(source: str, out_dir: str, mantissa_bits: str) -> None:
         if path.is_file() and path.name not in (WEIGHTS, ".complete"):
             shutil.copy2(path, out / path.name)
     tensors = load_file(str(src / WEIGHTS))
+    if HEAD not in tensors:
+        _untie(tensors, out / CONFIG)
     head = tensors[HEAD].float()
     _check_against_torch(head, bits)
     rounded = torch.from_numpy(round_rows(head.numpy(), bits)).to(torch.bfloat16)

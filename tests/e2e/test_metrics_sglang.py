@@ -34,7 +34,7 @@ COLUMNS = ["ttft_ms", "server_ttft_ms", "e2e_ms", "server_e2e_ms", "tpot_ms", "s
 @pytest.fixture(scope="module")
 def derived(sglang_server, tmp_path_factory):
     results = tmp_path_factory.mktemp("timing")
-    done = sparkbench(*synthetic_args(sglang_server, results, 4, 512, 2048))
+    done = sparkbench(*synthetic_args(sglang_server, results, 2, 512, 2048))
     assert done.returncode == 0, done.stderr
     return derive_requests(load_requests(only_run_dir(results)))
 

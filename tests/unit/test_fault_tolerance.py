@@ -19,7 +19,7 @@ from tests.fakes.broken_server import BREAKAGES, Breakage, breaking
 
 TOKENS = 16
 EXPECTED_KIND = {"truncated_json": "malformed_chunk", "no_done": "no_done", "disconnect": "disconnected",
-                 "http_503": "http_status", "html_200": "malformed_chunk", "keepalive": "timeout",
+                 "http_503": "http_status", "html_200": "malformed_chunk", "keepalive": "first_token_timeout",
                  "short": "short_output", "lying_count": "impossible_count", "echo_key": "http_status",
                  "gzip": "malformed_chunk", "deep_json": "malformed_chunk", "nan_json": "malformed_chunk",
                  "redirect_307": "redirect", "text_count": "impossible_count"}
@@ -45,10 +45,15 @@ class FixedLength:
         return {"name": self.name}
 
 
+# A stalled stream (the keepalive fault: comments, never a token) is caught by the first-token
+# deadline; a healthy request from the local fake must never reach either deadline, also when the
+# host is loaded (a 1 s total deadline was reached by healthy requests at load 9).
+DEADLINES = {"request_timeout_s": 30.0, "first_token_timeout_s": 3.0}
+
+
 def run_against(url: str, client: str, tmp_path, count: int = 4, **options) -> RunDir:
     run = RunDir.create(tmp_path, f"run-{client}", {"workload": {"name": "synthetic"}})
-    settings = RunOptions(base_url=url, warmup=0, show_progress=False, power_sample_ms=0,
-                          **{"request_timeout_s": 1.0, **options})
+    settings = RunOptions(base_url=url, warmup=0, show_progress=False, power_sample_ms=0, **{**DEADLINES, **options})
     execute(CLIENTS[client](), settings, FixedLength(count), run)
     return run
 
