@@ -22,7 +22,7 @@ STAGES := .stage-times.tsv
 STAGE_TIMES := $(PYTHON) scripts/stage_times.py $(STAGES)
 STAGE = $(STAGE_TIMES) run
 
-.PHONY: help setup setup-ray lock lock-upgrade env-sglang env-vllm model llamacpp testbed bench-synthetic bench-gsm8k bench-specbench gap report report-shot test test-unit test-e2e lint cold-check clean
+.PHONY: help setup setup-ray lock lock-upgrade env-sglang env-vllm model llamacpp testbed bench-synthetic bench-gsm8k bench-specbench gap report report-shot test test-quick test-unit lint cold-check clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -101,6 +101,9 @@ lint: setup ## ruff over the package, the tests and the scripts (zero findings)
 
 cold-check: ## The README's two commands in a fresh clone with empty caches, then again warm; each step's time
 	$(PYTHON) scripts/cold_check.py $(ARGS)
+
+test-quick: setup ## The inner loop: lint, then the unit tier in 4 pytest-xdist workers, stopping at the first failure
+	$(BIN)/ruff check harness tests scripts && $(BIN)/python -m pytest tests/unit -n 4 -x -q
 
 test-unit: setup ## Unit tests only (no servers)
 	$(BIN)/python -m pytest tests/unit
