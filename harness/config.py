@@ -15,12 +15,14 @@ from typing import Annotated, Any, TypeVar
 
 import annotated_types
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from harness.errors import SparkbenchError
 
 # A path written as text in YAML or on the command line: the one type strict mode lets be coerced.
 PathText = Annotated[Path, Field(strict=False)]
+# A folder stored absolute: a resumed run may be started from another folder.
+AbsolutePathText = Annotated[PathText, AfterValidator(lambda folder: folder.expanduser().resolve())]
 
 Model = TypeVar("Model", bound=BaseModel)
 

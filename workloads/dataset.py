@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from harness.chat import load_template, messages_prompt, render
-from harness.config import PathText
+from harness.config import AbsolutePathText
 from harness.errors import SparkbenchError
 from harness.facts import EngineFacts
 from harness.spec import Prompt, SamplingParams
@@ -58,7 +58,7 @@ class DatasetConfig(WorkloadConfig):
     ignore_eos: bool = Field(True, description="Decode every output length in full, as SGLang's bench sends a "
                              "dataset (--no-ignore-eos: stop at the model's end of text).")
     chat: bool = Field(False, description="Send the prompts through the OpenAI chat API (the server's template).")
-    tokenizer: PathText | None = Field(None, description="Tokenizer folder of the served model, which counts the "
+    tokenizer: AbsolutePathText | None = Field(None, description="Tokenizer folder of the served model, which counts the "
                                                          "lengths (default: the server's).")
     prompt_column: str = Field("prompt", description="Column of a text prompt.")
     messages_column: str = Field("messages", description="Column of OpenAI chat messages.")
@@ -87,10 +87,6 @@ class DatasetConfig(WorkloadConfig):
         path = Path(where).expanduser()
         return str(path.resolve()) if path.exists() else where
 
-    @field_validator("tokenizer")
-    @classmethod
-    def _absolute_folder(cls, folder: Path | None) -> Path | None:
-        return folder.expanduser().resolve() if folder is not None else None
 
     def columns(self) -> Columns:
         return Columns(**{field: getattr(self, option) for option, field in COLUMN_OPTIONS.items()})

@@ -22,9 +22,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from harness.config import PathText
+from harness.config import AbsolutePathText
 from harness.errors import SparkbenchError
 from harness.facts import EngineFacts
 from harness.spec import Prompt, SamplingParams
@@ -58,14 +58,9 @@ class SharedPrefixConfig(WorkloadConfig):
     seed: int = Field(0, ge=0, description="Seed of the prompt tokens and of the order they are sent in.")
     salt: int | None = Field(None, ge=0, description="Seed of the groups' distinct first tokens (default: fresh "
                                                      "per run, recorded).")
-    tokenizer: PathText | None = Field(None, description="Local tokenizer folder of the served model "
+    tokenizer: AbsolutePathText | None = Field(None, description="Local tokenizer folder of the served model "
                                                          "(default: the server's).")
 
-    @field_validator("tokenizer")
-    @classmethod
-    def _absolute(cls, folder: Path | None) -> Path | None:
-        """Stored absolute: a resumed run may be started from another folder."""
-        return folder.expanduser().resolve() if folder is not None else None
 
 
 @dataclass(frozen=True)

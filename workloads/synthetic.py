@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, field_validator, model_validator
 
-from harness.config import PathText
+from harness.config import AbsolutePathText
 from harness.errors import SparkbenchError
 from harness.facts import EngineFacts
 from harness.spec import Prompt, SamplingParams
@@ -67,7 +67,7 @@ class SyntheticConfig(WorkloadConfig):
     seed: int = Field(0, ge=0, description="Seed of the prompt bodies and the drawn lengths.")
     salt: int | None = Field(None, ge=0, description="Seed of the distinct first tokens (default: fresh per run, "
                                                      "recorded).")
-    tokenizer: PathText | None = Field(None, description="Local tokenizer folder of the served model "
+    tokenizer: AbsolutePathText | None = Field(None, description="Local tokenizer folder of the served model "
                                                          "(default: the server's).")
 
     @field_validator("input_len_dist", "output_len_dist")
@@ -98,11 +98,6 @@ class SyntheticConfig(WorkloadConfig):
                              f"more than the {MAX_PLANNED_PROMPT_TOKENS:,} a run holds in memory")
         return self
 
-    @field_validator("tokenizer")
-    @classmethod
-    def _absolute(cls, folder: Path | None) -> Path | None:
-        """Stored absolute: a resumed run may be started from another folder."""
-        return folder.expanduser().resolve() if folder is not None else None
 
 
 @dataclass
