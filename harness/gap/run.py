@@ -19,7 +19,7 @@ from typing import Any
 
 from harness.errors import SparkbenchError
 from harness.gap.design import GSM8K, SPECBENCH_PREFIX, SYNTHETIC, Cell, CellWorkload, Lengths, cells
-from harness.records.atomic import write_atomically
+from harness.records.atomic import write_text_atomically
 from harness.records.rundir import new_run_id
 from harness.request import RunRequest, TargetSpec
 from harness.run.target import Target, backend_for
@@ -95,8 +95,7 @@ def _settings_dict(settings: GapSettings) -> dict[str, Any]:
 
 
 def _write(folder: Path, record: dict[str, Any]) -> None:
-    text = json.dumps(record, indent=2) + "\n"
-    write_atomically(folder / MANIFEST, lambda partial: partial.write_text(text, encoding="utf-8"))
+    write_text_atomically(folder / MANIFEST, json.dumps(record, indent=2) + "\n")
 
 
 def load_design(folder: Path) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
-from harness.errors import SparkbenchError, describe_os_error
-from harness.records.atomic import write_atomically
+from harness.errors import SparkbenchError
+from harness.records.atomic import write_text_atomically
 from harness.records.manifest import RunRecord
 from harness.secrets import redact, redact_argv
 
@@ -127,13 +127,10 @@ class RunDir:
         self.update(status=status, ended_at=utc_now(), **fields)
 
     def save(self) -> None:
+        # A reader never sees half a manifest, and a save that fails (disk full) leaves no half one
+        # beside it: the manifest stays as last written.
         text = redact(json.dumps(self.manifest, indent=2, sort_keys=True, default=str))
-        try:
-            # A reader never sees half a manifest, and a save that fails (disk full) leaves no half one
-            # beside it: the manifest stays as last written.
-            write_atomically(self.path / MANIFEST_NAME, lambda partial: partial.write_text(text, encoding="utf-8"))
-        except OSError as exc:
-            raise SparkbenchError(f"cannot write {self.path / MANIFEST_NAME}: {describe_os_error(exc)}") from exc
+        write_text_atomically(self.path / MANIFEST_NAME, text)
         self._last_beat = time.time()
 
 

@@ -25,6 +25,7 @@ from harness.analysis.run import Run
 from harness.analysis.telemetry import queue_growth
 from harness.errors import SparkbenchError, describe_os_error
 from harness.metrics.overload import overload_warning
+from harness.records.atomic import write_text_atomically
 from harness.records.rundir import git_commit, host_facts, utc_now, utc_stamp
 from harness.report.markup import as_text
 from harness.report.rate_plots import plot_capacity, plot_rates
@@ -111,9 +112,9 @@ def _json_number(value: float) -> float | None:
 
 
 def save(folder: Path, record: CapacityRecord) -> None:
-    tmp = folder / (CAPACITY_MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(record.as_written(), indent=2, sort_keys=True, default=str), encoding="utf-8")
-    tmp.replace(folder / CAPACITY_MANIFEST)
+    """Written whole or not at all: a save that fails (disk full) keeps the last `capacity.json`."""
+    write_text_atomically(folder / CAPACITY_MANIFEST,
+                          json.dumps(record.as_written(), indent=2, sort_keys=True, default=str))
 
 
 def trial_points(folder: Path, record: CapacityRecord) -> pd.DataFrame:

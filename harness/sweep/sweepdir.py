@@ -18,6 +18,7 @@ from typing import Any
 
 from harness import __version__
 from harness.errors import SparkbenchError, describe_os_error
+from harness.records.atomic import write_text_atomically
 from harness.records.rundir import git_commit, host_facts, utc_now, utc_stamp
 from harness.secrets import redact, redact_argv
 from harness.sweep.config import Configuration, SweepConfig
@@ -147,10 +148,7 @@ class SweepDir:
         self.save()
 
     def save(self) -> None:
-        tmp = self.path / (SWEEP_MANIFEST + ".tmp")
-        try:
-            tmp.write_text(redact(json.dumps(self.record.as_written(), indent=2, sort_keys=True, default=str)),
-                           encoding="utf-8")
-            tmp.replace(self.path / SWEEP_MANIFEST)  # atomic: a reader never sees half a manifest
-        except OSError as exc:
-            raise SparkbenchError(f"cannot write {self.path / SWEEP_MANIFEST}: {describe_os_error(exc)}") from exc
+        """Written whole or not at all: a reader never sees half a manifest, and a save that fails
+        (disk full) leaves the last one as it was and nothing beside it."""
+        text = redact(json.dumps(self.record.as_written(), indent=2, sort_keys=True, default=str))
+        write_text_atomically(self.path / SWEEP_MANIFEST, text)

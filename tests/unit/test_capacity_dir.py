@@ -12,6 +12,7 @@ import pytest
 from harness.errors import SparkbenchError
 from harness.run.load_options import LoadOptions
 from harness.sweep.capacity_dir import CAPACITY_MANIFEST, CapacitySettings, run_search
+from tests.fakes.full_disk import filling_at
 from tests.unit.test_report import SYNTHETIC, write_run
 from tests.unit.test_slo_metrics import open_loop_records
 
@@ -52,6 +53,20 @@ def test_a_trial_without_slo_targets_is_refused(tmp_path):
     settings = CapacitySettings(results=tmp_path, floor_rps=1.0, ceiling_rps=20.0)
     with pytest.raises(SparkbenchError, match="needs SLO targets"):
         run_search(settings, trial_runner(slo=None), {})
+
+
+def test_a_disk_that_fills_while_capacity_json_is_saved_keeps_the_last_one_whole(tmp_path, monkeypatch):
+    """The first trial is saved; the disk fills writing the second: one line says so, and
+    capacity.json holds the first trial, with nothing left beside it."""
+    settings = CapacitySettings(results=tmp_path, floor_rps=1.0, ceiling_rps=20.0, tolerance=0.1)
+    filling_at(monkeypatch, CAPACITY_MANIFEST, room=1)
+    with pytest.raises(SparkbenchError) as stopped:
+        run_search(settings, trial_runner(), {"configuration": "cpu", "slo": "ttft=100ms"})
+    monkeypatch.undo()
+    folder = next(tmp_path.iterdir())
+    assert str(stopped.value) == f"cannot write {folder / CAPACITY_MANIFEST}: disk full (no space left on device)"
+    assert len(json.loads((folder / CAPACITY_MANIFEST).read_text())["trials"]) == 1
+    assert sorted(path.name for path in folder.iterdir()) == [CAPACITY_MANIFEST, "trials"]
 
 
 @pytest.mark.parametrize("args, message", [

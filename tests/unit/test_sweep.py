@@ -17,7 +17,8 @@ from harness.sweep import on_ray
 from harness.sweep.config import SweepConfig, config_from_flags
 from harness.sweep.outputs import write_outputs
 from harness.sweep.run import execute
-from harness.sweep.sweepdir import CellOutcome, SweepDir
+from harness.sweep.sweepdir import SWEEP_MANIFEST, CellOutcome, SweepDir
+from tests.fakes.full_disk import filling_at
 from tests.fakes.ray_cluster import FakeRay
 
 SYNTHETIC = {"name": "synthetic", "options": {"num_prompts": 4, "input_tokens": 32, "output_tokens": 8}}
@@ -120,6 +121,21 @@ def test_outputs_state_speedup_and_saturation(tmp_path):
     assert sentences[0].startswith("base / synthetic: saturates at concurrency 2")
     assert (sweep.path / "plots" / "sweep_throughput_vs_tpot.png").exists()
     assert "saturates at concurrency 2" in html.read_text()
+
+
+def test_a_disk_that_fills_while_sweep_json_is_saved_keeps_the_last_one_whole(tmp_path, monkeypatch):
+    """The start and the first cell are saved; the disk fills writing the second cell's outcome:
+    one line says so, and sweep.json is the one saved before it, with nothing left beside it."""
+    sweep = SweepDir.create(_config(tmp_path))
+    filling_at(monkeypatch, SWEEP_MANIFEST, room=2)
+    with pytest.raises(SparkbenchError) as stopped:
+        execute(sweep, runner=FakeRunner())
+    monkeypatch.undo()
+    assert str(stopped.value) == f"cannot write {sweep.path / SWEEP_MANIFEST}: disk full (no space left on device)"
+    saved = SweepDir.load(sweep.path).record
+    assert saved.status == "running" and [c.status for c in saved.cells.values()].count("complete") == 1
+    assert not [p for p in sweep.path.rglob("*") if p.is_file() and SWEEP_MANIFEST in p.name and
+                p.name != SWEEP_MANIFEST]
 
 
 def test_ray_tasks_chain_the_cells_of_one_attached_server_and_record_lost_tasks(tmp_path, monkeypatch):
