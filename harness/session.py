@@ -56,10 +56,11 @@ def run(request: RunRequest, target: Target | None = None, repeat: dict[str, Any
     check_schedule(request.options, config)
     with ExitStack() as stack:
         target = target or stack.enter_context(open_target(request.target))
+        options = run_options(request, target.base_url)
         backend = backend_for(target, request.target.backend, chat=config.wants_chat(),
-                              model=request.target.served_model)
+                              model=request.target.served_model, headers=options.headers)
         chosen = plan(request.workload.name, config, target.reduced, target.model_dir)
-        return run_planned(target, backend, chosen, run_options(request, target.base_url), request, repeat)
+        return run_planned(target, backend, chosen, options, request, repeat)
 
 
 def run_repeated(request: RunRequest) -> list[Run]:
@@ -78,7 +79,8 @@ def check(request: RunRequest) -> GuardReport:
     """The configuration guard alone against the request's server (no run is recorded)."""
     options = run_options(request, "")
     with open_target(request.target) as target:
-        client = backend_for(target, request.target.backend, model=request.target.served_model)
+        client = backend_for(target, request.target.backend, model=request.target.served_model,
+                             headers=options.headers)
         snapshot = snapshot_server(client, target.base_url, options.headers)
         return startup_guard(target.profile, client, target.base_url, snapshot, request.target.model,
                              options.headers, allow_buffered=request.allow_buffered)

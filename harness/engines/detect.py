@@ -27,12 +27,13 @@ def probe(http: httpx.Client, base_url: str) -> str:
     return detect(http, base_url).native_api
 
 
-def detect_engine(base_url: str, timeout_s: float = 10.0) -> Engine:
+def detect_engine(base_url: str, timeout_s: float = 10.0, headers: dict[str, str] | None = None) -> Engine:
     """The engine of the server at `base_url`; one-line errors when it cannot be reached or named.
-    Each probe ends after `timeout_s`, whatever the server sends."""
+    Each probe ends after `timeout_s`, whatever the server sends, and carries `headers` (the
+    credentials and the user's own headers: a gateway in front of the server refuses a probe without them)."""
     base_url = base_url.rstrip("/")
     try:
-        with BoundedClient(deadline_s=timeout_s) as http:
+        with BoundedClient(deadline_s=timeout_s, headers=headers) as http:
             return detect(http, base_url)
     except httpx.HTTPError as exc:
         raise ServerUnreachable(f"cannot reach {base_url} ({type(exc).__name__}: {exc})") from exc
@@ -44,20 +45,20 @@ def detect_backend(base_url: str, timeout_s: float = 10.0) -> str:
 
 
 def make_backend(name: str, base_url: str, chat: bool = False, model: str | None = None,
-                 engine: str | None = None) -> Backend:
+                 engine: str | None = None, headers: dict[str, str] | None = None) -> Backend:
     """The client for API `name` ("sglang", "openai", or "auto": the engine's native API).
 
     `engine` names whose meta objects the records will hold; None: asked from the server for
     `auto`, else the engine that defines the named API (SGLang for its native API, a generic
     OpenAI-compatible server for the OpenAI API). `chat` and `model` apply to the OpenAI API
-    (`model` None: the first one the server lists).
+    (`model` None: the first one the server lists); `headers` go with the detection probes.
     """
     if name not in backends():
         raise SparkbenchError(f"unknown backend {name!r}; choose one of {', '.join(backends())}")
     if engine is not None:
         adapter = engine_named(engine)
     else:
-        adapter = detect_engine(base_url) if name == AUTO else engine_named(name)
+        adapter = detect_engine(base_url, headers=headers) if name == AUTO else engine_named(name)
     api = adapter.native_api if name == AUTO else name
     return api_client(api, model=model, chat=chat, engine=adapter.name)
 

@@ -180,5 +180,10 @@ def detect(http: httpx.Client, base_url: str) -> Engine:
     for engine in engines().values():
         if engine.detect(http, base_url):
             return engine
+    # Every probe refused: say it is the credentials, not that this is no inference server.
+    status = http.get(base_url + "/v1/models").status_code
+    if status in (401, 403):
+        raise ServerHTTPError(f"{base_url} refused sparkbench's requests (HTTP {status}); it wants credentials "
+                              "(--api-key, or --header NAME:VALUE)")
     raise ServerHTTPError(f"{base_url} answers neither SGLang's /server_info nor the OpenAI API's "
                           "/v1/models; is it an inference server?")

@@ -1,5 +1,6 @@
-"""Request shaping: headers of the user's own (`--header NAME:VALUE`) and the engine's own request
-fields (`--extra-body JSON`), sent with every streamed request.
+"""Request shaping: headers of the user's own (`--header NAME:VALUE`), sent with every request to
+the server (detection, facts, streams, scrapes), and the engine's own request fields
+(`--extra-body JSON`), sent with every streamed request.
 
 An extra body is merged into the body the client builds: objects merge key by key (SGLang's
 `sampling_params` takes a `min_p` beside the workload's sampling), and a field the client sets

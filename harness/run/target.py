@@ -75,18 +75,20 @@ def checked_url(url: str) -> str:
     return url.rstrip("/")
 
 
-def backend_for(target: Target, name: str, chat: bool = False, model: str | None = None) -> Backend:
+def backend_for(target: Target, name: str, chat: bool = False, model: str | None = None,
+                headers: dict[str, str] | None = None) -> Backend:
     """The client of API `name` (`auto`: the engine's native one) for the target's engine: the
-    launched profile's, else the one the server is recognised as."""
-    engine = target.embedded.engine if target.embedded is not None else _detected_engine(target.base_url, name)
-    return make_backend(name, target.base_url, chat=chat, model=model, engine=engine)
+    launched profile's, else the one the server is recognised as, asked with `headers`."""
+    engine = (target.embedded.engine if target.embedded is not None
+              else _detected_engine(target.base_url, name, headers))
+    return make_backend(name, target.base_url, chat=chat, model=model, engine=engine, headers=headers)
 
 
-def _detected_engine(base_url: str, api: str) -> str | None:
+def _detected_engine(base_url: str, api: str, headers: dict[str, str] | None) -> str | None:
     """The engine the server runs. None when an API was named and no adapter recognises the
     server: that API's client then says, in one line, what the server does not serve."""
     try:
-        return detect_engine(base_url).name
+        return detect_engine(base_url, headers=headers).name
     except ServerHTTPError:
         if api == AUTO:
             raise

@@ -158,7 +158,7 @@ def test_detected_by_its_props_before_the_generic_openai_server():
 
 
 def test_auto_backend_speaks_the_native_api(monkeypatch):
-    monkeypatch.setattr("harness.engines.detect.detect_engine", lambda base_url: ENGINE)
+    monkeypatch.setattr("harness.engines.detect.detect_engine", lambda base_url, headers=None: ENGINE)
     client = make_backend("auto", BASE)
     assert (client.name, client.engine) == ("llamacpp", "llamacpp")
 

@@ -162,7 +162,7 @@ def test_a_registered_workload_gets_its_command_and_runs_through_the_one_builder
     request = request_of("echo", {"prompts": 4}, {"server": "http://h:1"}, {"warmup": 0, "show_progress": False,
                                                                              "power_sample_ms": 0},
                          {"results": tmp_path, "label": "echo run"})
-    monkeypatch.setattr(session, "backend_for", lambda target, name, chat=False, model=None: ScriptedBackend())
+    monkeypatch.setattr(session, "backend_for", lambda target, name, **_: ScriptedBackend())
     run = session.run(request, Target(base_url="http://h:1"))
     assert run.manifest["workload"]["name"] == "echo" and run.manifest["label"] == "echo run"
     assert (run.requests["status"] == "ok").sum() == 4 and run.manifest["workload_config"] == {"prompts": 4}
