@@ -95,20 +95,36 @@ def report(
     peak_gbps: PeakOpt = None,
 ) -> None:
     """One self-contained HTML report (and Markdown) with the tables and plots of the runs; a sweep
-    folder's report (its curves, speed-ups and saturation) is rewritten inside the folder."""
-    from harness.agree.report import is_agreement_run, write_report
+    folder's report (its curves, speed-ups and saturation) and a gap design folder's (its cells and
+    attribution) are rewritten inside the folder."""
     from harness.analysis.roofline import RooflineInputs
     from harness.report.report import build_report
-    from harness.sweep.outputs import is_sweep, sweep_report
 
     chosen = _runs_or_latest(runs, results, latest)
-    sweeps = [d for d in chosen if is_sweep(d)]
-    if sweeps and len(sweeps) < len(chosen):
-        raise SparkbenchError("a sweep folder has its own report, written inside it: give sweeps without runs")
-    agreement = [d for d in chosen if not sweeps and is_agreement_run(d)]
-    if agreement and len(agreement) < len(chosen):
-        raise SparkbenchError("agreement runs (sparkbench agree) have their own report: give them without benchmark runs")
-    reports = [write_report(d, out / d.name) for d in agreement] or [sweep_report(d) for d in sweeps] or [
+    reports = _own_reports(chosen, out) or [
         build_report(chosen, out, baseline=baseline, inputs=RooflineInputs(model_config, peak_gbps))]
     for html, md in reports:
         print(f"report: {html}\nmarkdown: {md}")
+
+
+def _own_reports(chosen: list[Path], out: Path) -> list[tuple[Path, Path]]:
+    """The reports of sweep folders, gap design folders or agreement runs, each of its own kind;
+    none for benchmark runs. A kind mixed with anything else is refused."""
+    from harness.agree.report import is_agreement_run, write_report
+    from harness.gap.report import gap_report, is_gap_design
+    from harness.sweep.outputs import is_sweep, sweep_report
+
+    kinds = (
+        (is_sweep, sweep_report, "a sweep folder has its own report, written inside it: give sweeps without runs"),
+        (is_gap_design, gap_report,
+         "a gap design folder (sparkbench gap) has its own report, written inside it: give gap folders without runs"),
+        (is_agreement_run, lambda d: write_report(d, out / d.name),
+         "agreement runs (sparkbench agree) have their own report: give them without benchmark runs"),
+    )
+    for belongs, write, refusal in kinds:
+        matched = [d for d in chosen if belongs(d)]
+        if matched and len(matched) < len(chosen):
+            raise SparkbenchError(refusal)
+        if matched:
+            return [write(d) for d in matched]
+    return []

@@ -6,5 +6,6 @@ tokens a round, +185% vs +42.5%).
 - `run`: every cell sent to a plain and a speculative server of one engine, as ordinary runs;
 - `analysis`: per cell, accept length and decode speed-up with paired intervals; the change from
   the synthetic corner to the GSM8K corner attributed to each factor;
-- `outputs`: the tables (CSV, Markdown) and the figure.
+- `outputs`: the tables (CSV, Markdown) and the figure;
+- `report`: the design folder's own HTML and Markdown report (`sparkbench report DESIGN_FOLDER`).
 """

@@ -16,6 +16,10 @@ CELL_COLUMNS = (
     ("plain_mean_output_tokens", "output tokens plain", "{:.0f}"), ("spec_mean_output_tokens", "output tokens spec", "{:.0f}"),
 )
 SHARE_NAMES = {"delta": "total change, synthetic corner -> GSM8K corner"}
+NO_ATTRIBUTION = "Attribution not computed: it needs all eight cells of the synthetic and gsm8k contents."
+CELLS_HEADING = "Cells (95% paired bootstrap intervals over prompts)"
+ATTRIBUTION_HEADING = "Attribution of the change from the synthetic corner to the GSM8K corner"
+CELLS_FILE, ATTRIBUTION_FILE, FIGURE_FILE = "gap_cells.csv", "gap_attribution.csv", "gap.png"
 
 
 def _with_interval(row: pd.Series, name: str, fmt: str) -> str:
@@ -27,44 +31,60 @@ def _with_interval(row: pd.Series, name: str, fmt: str) -> str:
     return f"{text} [{fmt.format(low)}, {fmt.format(high)}]" if math.isfinite(low) and math.isfinite(high) else text
 
 
-def cells_markdown(cells: pd.DataFrame) -> str:
+def cells_view(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cell table as shown: each cell's levels, every figure with its interval (or "not measured"),
+    and which decode times the speed-up used."""
     head = [*FACTORS, *(label for _, label, _ in CELL_COLUMNS), "decode timing"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for _, row in cells.iterrows():
-        values = [row[f] for f in FACTORS] + [_with_interval(row, name, fmt) for name, _, fmt in CELL_COLUMNS]
-        lines.append("| " + " | ".join([*values, row["timing"]]) + " |")
-    return "\n".join(lines)
+    rows = [[*(row[f] for f in FACTORS), *(_with_interval(row, name, fmt) for name, _, fmt in CELL_COLUMNS),
+             row["timing"]] for _, row in cells.iterrows()]
+    return pd.DataFrame(rows, columns=head)
 
 
-def attribution_markdown(attribution: pd.DataFrame) -> str:
-    if attribution.empty:
-        return "Attribution not computed: it needs all eight cells of the synthetic and gsm8k contents."
-    lines = ["| figure | share | value [95% interval] |", "|---|---|---|"]
+def cells_markdown(cells: pd.DataFrame) -> str:
+    return _markdown(cells_view(cells))
+
+
+def attribution_view(attribution: pd.DataFrame) -> pd.DataFrame:
+    """The attribution as shown: one row per (figure, share), the value with its interval."""
+    rows = []
     for _, row in attribution.iterrows():
         interval = f" [{row['low']:+.3f}, {row['high']:+.3f}]" if math.isfinite(row["low"]) else ""
         value = f"{row['value']:+.3f}{interval}" if math.isfinite(row["value"]) else "not measured"
-        lines.append(f"| {row['figure']} | {SHARE_NAMES.get(row['share'], row['share'])} | {value} |")
+        rows.append([row["figure"], SHARE_NAMES.get(row["share"], row["share"]), value])
+    return pd.DataFrame(rows, columns=["figure", "share", "value [95% interval]"])
+
+
+def attribution_markdown(attribution: pd.DataFrame) -> str:
+    return NO_ATTRIBUTION if attribution.empty else _markdown(attribution_view(attribution))
+
+
+def _markdown(view: pd.DataFrame) -> str:
+    lines = ["| " + " | ".join(view.columns) + " |", "|" + "---|" * len(view.columns)]
+    lines += ["| " + " | ".join(map(str, row)) + " |" for row in view.itertuples(index=False)]
     return "\n".join(lines)
+
+
+def settings_line(design: dict) -> str:
+    """The two servers and the design's sizes, in one sentence."""
+    settings, profiles, servers = design["settings"], design["profiles"], design["servers"]
+    return (f"Plain: {profiles.get('plain') or servers['plain']}; speculative: "
+            f"{profiles.get('speculative') or servers['speculative']}. {settings['prompts']} prompts per content; "
+            f"fixed length {settings['fixed_tokens']} tokens (ignore_eos), natural length capped at "
+            f"{settings['natural_cap']}; synthetic prompts of {settings['synthetic_input_tokens']} tokens.")
 
 
 def write_outputs(folder: Path, cells: pd.DataFrame, attribution: pd.DataFrame, design: dict) -> Path:
     """Write the tables and the figure; return the Markdown file."""
-    cells.to_csv(folder / "gap_cells.csv", index=False)
-    attribution.to_csv(folder / "gap_attribution.csv", index=False)
-    settings = design["settings"]
+    cells.to_csv(folder / CELLS_FILE, index=False)
+    attribution.to_csv(folder / ATTRIBUTION_FILE, index=False)
     text = "\n\n".join([
-        f"# The synthetic-vs-GSM8K gap, by cause ({folder.name})",
-        f"Plain: {design['profiles'].get('plain') or design['servers']['plain']}; speculative: "
-        f"{design['profiles'].get('speculative') or design['servers']['speculative']}. {settings['prompts']} prompts "
-        f"per content; fixed length {settings['fixed_tokens']} tokens (ignore_eos), natural length capped at "
-        f"{settings['natural_cap']}; synthetic prompts of {settings['synthetic_input_tokens']} tokens. Runs: `runs/`.",
-        "## Cells (95% paired bootstrap intervals over prompts)", cells_markdown(cells),
-        "## Attribution of the change from the synthetic corner to the GSM8K corner", attribution_markdown(attribution),
+        f"# The synthetic-vs-GSM8K gap, by cause ({folder.name})", f"{settings_line(design)} Runs: `runs/`.",
+        f"## {CELLS_HEADING}", cells_markdown(cells), f"## {ATTRIBUTION_HEADING}", attribution_markdown(attribution),
     ])
     path = folder / "gap.md"
     path.write_text(text + "\n", encoding="utf-8")
     if not cells.empty:
-        plot_cells(cells, folder / "gap.png")
+        plot_cells(cells, folder / FIGURE_FILE)
     return path
 
 

@@ -4,9 +4,11 @@ holding `<script>` shows as text and never runs, in either file."""
 
 from __future__ import annotations
 
+import base64
 import html
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pandas as pd
 
@@ -52,3 +54,11 @@ def md_table(frame: pd.DataFrame, cell: Callable[[object], str] = md_text) -> st
              "|" + "---|" * len(frame.columns)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
     return "\n".join(lines)
+
+
+def embedded_figure(png: Path, caption: str) -> str:
+    """A PNG as an HTML figure carrying its own bytes (base64), its caption escaped: a page that
+    needs no file beside it."""
+    data = base64.b64encode(png.read_bytes()).decode("ascii")
+    return (f"<figure><img alt='{html.escape(caption)}' src='data:image/png;base64,{data}'>"
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
