@@ -27,7 +27,7 @@ class TargetSpec(StrictModel):
     profile: str | None = Field(None, description="Server profile (see `sparkbench profiles`): what the server "
                                 "must run; launched when no --server.")
     model: PathText | None = Field(None, description="Model folder to serve when launching a profile "
-                                   "(default: the test bed's tiny model).")
+                                   "(default: the profile's test-bed model).")
     backend: str = Field("auto", description="sglang (native /generate), openai (/v1/completions) or auto.")
     served_model: str | None = Field(None, description="Model name for the OpenAI API (default: the first listed).")
 

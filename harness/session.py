@@ -43,10 +43,11 @@ from workloads import Plan, Workload, WorkloadConfig
 from workloads.registry import config_of, entry, plan
 
 
-def open_target(spec: TargetSpec):
+def open_target(spec: TargetSpec, workload: str | None = None):
     """The server `spec` names, attached or launched (and always stopped): a context manager whose
-    `Target` several `run` calls may share."""
-    return target_server(spec.server, spec.profile, spec.model)
+    `Target` several `run` calls may share. Naming no server and no profile, it is the embedded
+    default of `workload` (`harness.run.embedded.default_profile`)."""
+    return target_server(spec.server, spec.profile, spec.model, workload)
 
 
 def run(request: RunRequest, target: Target | None = None, repeat: dict[str, Any] | None = None) -> Run:
@@ -55,7 +56,7 @@ def run(request: RunRequest, target: Target | None = None, repeat: dict[str, Any
     config = workload_config(request)  # a bad option fails before any server starts
     check_schedule(request.options, config)
     with ExitStack() as stack:
-        target = target or stack.enter_context(open_target(request.target))
+        target = target or stack.enter_context(open_target(request.target, request.workload.name))
         options = run_options(request, target.base_url)
         backend = backend_for(target, request.target.backend, chat=config.wants_chat(),
                               model=request.target.served_model, headers=options.headers)
@@ -70,7 +71,7 @@ def run_repeated(request: RunRequest) -> list[Run]:
         return [run(request)]
     check_schedule(request.options, workload_config(request))  # a bad option fails before any server starts
     group = new_run_id(f"repeat{request.repeat}")
-    with open_target(request.target) as target:
+    with open_target(request.target, request.workload.name) as target:
         return [run(request, target, repeat_entry(group, index, request.repeat))
                 for index in range(1, request.repeat + 1)]
 

@@ -87,7 +87,7 @@ class Run:
 
     @property
     def reduced_scale(self) -> bool:
-        """Whether the run served the test bed's tiny model. Manifests written before the flag
+        """Whether the run served a test-bed model (tiny random or SmolLM2-135M). Manifests written before the flag
         existed say so only in their scale label."""
         record = self.record
         if record.reduced_scale is not None:

@@ -32,15 +32,17 @@ GROUPS = {**SHARED, "options": Group(RunSettings, skip=frozenset({"request_rate"
 def find_capacity(request: RunRequest, settings: CapacitySettings) -> tuple[Path, Any]:
     """Bisect over trial runs of `request` at each rate, on one server; (folder, outcome)."""
     from harness import session
+    from harness.run.embedded import default_profile
     from harness.sweep.capacity_dir import run_search
     from harness.sweep.trial_plan import TrialPlan
 
     if not request.options.slo:
         raise SparkbenchError("capacity: give the SLO targets to keep, e.g. --slo ttft=500ms,tpot=50ms,e2e=30s")
-    facts = {"configuration": request.target.profile or request.target.server or "cpu-testbed",
+    launched = default_profile(request.workload.name, request.target.model)  # with neither server nor profile
+    facts = {"configuration": request.target.profile or request.target.server or launched,
              "workload": request.workload.name, "slo": request.options.slo,
              "options": request.options.model_dump(mode="json", include=set(RECORDED))}
-    with session.open_target(request.target) as target:
+    with session.open_target(request.target, request.workload.name) as target:
         def run_trial(plan: TrialPlan, folder: Path) -> Path:
             options = RunSettings.part_of(request.options, request_rate=plan.rate, arrival_seed=plan.arrival_seed,
                                           duration_s=plan.duration_s, warmup_window_s=plan.warmup_window_s)

@@ -16,7 +16,7 @@ from harness.engines.detect import AUTO, detect_engine, make_backend
 from harness.errors import SparkbenchError
 from harness.guard.profiles import Profile, load_profile
 from harness.records.rundir import SCALE_LABEL
-from harness.run.embedded import DEFAULT_PROFILE, EmbeddedServer, embedded_server
+from harness.run.embedded import EmbeddedServer, default_profile, embedded_server
 from harness.secrets import redact, remember_url
 
 
@@ -43,17 +43,18 @@ class Target:
 
 @contextmanager
 def target_server(server_url: str | None, profile_name: str | None = None,
-                  model_dir: Path | None = None) -> Iterator[Target]:
+                  model_dir: Path | None = None, workload: str | None = None) -> Iterator[Target]:
     """Attach to `server_url`, or start (and always stop) a server from a profile.
 
-    No server and no profile: the embedded default (local SGLang on CPU, tiny model). A profile
-    with `server_url` starts nothing; it only states what that server must be running.
+    No server and no profile: the embedded default of `workload` (`harness.run.embedded.default_profile`:
+    the real model on llama.cpp for GSM8K and Spec-Bench, the tiny random model on SGLang otherwise).
+    A profile with `server_url` starts nothing; it only states what that server must be running.
     """
     profile = load_profile(profile_name) if profile_name else None
     if server_url:
         yield Target(base_url=checked_url(server_url), profile=profile)
         return
-    profile = profile or load_profile(DEFAULT_PROFILE)
+    profile = profile or load_profile(default_profile(workload, model_dir))
     if model_dir is None:
         print(f"no --server given: starting profile {profile.name} with the test-bed model ({SCALE_LABEL})",
               file=sys.stderr, flush=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import SparkbenchError
-from harness.run.embedded import DEFAULT_PROFILE
+from harness.run.embedded import default_profile
 from harness.sweep.config import config_from_flags, load_sweep_config
 from harness.sweep.sweepdir import SweepDir
 
@@ -50,7 +50,8 @@ def open_sweep(config: Path | None, resume: Path | None, matrix: dict[str, Any],
             raise SparkbenchError("give the matrix in the --config file or with flags, not both")
         chosen = load_sweep_config(config, **settings)
     else:
-        profiles = matrix["profile"] or ([] if matrix["server"] else [DEFAULT_PROFILE])
+        # Neither server nor profile: the embedded default of the one workload, as for a single run.
+        profiles = matrix["profile"] or ([] if matrix["server"] else [default_profile(matrix["workload"])])
         chosen = config_from_flags(matrix["server"] or [], profiles, matrix["workload"], matrix["options"],
                                    concurrency=levels, request_rate=rates, **settings)
     return SweepDir.create(chosen), ray or chosen.ray.address

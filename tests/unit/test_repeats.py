@@ -95,7 +95,8 @@ def test_runs_without_repetitions_keep_the_bootstrap(tmp_path):
 def test_repeat_runs_the_request_set_n_times_on_one_server_each_a_run_of_its_own(tmp_path, monkeypatch):
 
     opened = []
-    monkeypatch.setattr(session, "open_target", lambda spec: opened.append(spec) or nullcontext(Target("http://x")))
+    monkeypatch.setattr(session, "open_target",
+                        lambda spec, workload=None: opened.append(spec) or nullcontext(Target("http://x")))
     monkeypatch.setattr(session, "backend_for", lambda *args, **kwargs: ScriptedBackend())
     monkeypatch.setattr(session, "plan", lambda *args: Plan(SyntheticConfig(), lambda snapshot: ListWorkload(3)))
     request = RunRequest(workload={"name": "synthetic", "options": {}}, results=tmp_path, repeat=3,
