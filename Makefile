@@ -25,7 +25,7 @@ STAGES := .stage-times.tsv
 STAGE_TIMES := $(PYTHON) scripts/stage_times.py $(STAGES)
 STAGE = $(STAGE_TIMES) run
 
-.PHONY: help setup setup-ray lock lock-upgrade env-sglang env-vllm model llamacpp testbed bench-synthetic bench-gsm8k bench-specbench gap report report-shot test test-quick test-unit lint cold-check clean
+.PHONY: help setup setup-ray lock lock-upgrade env-sglang env-vllm model llamacpp testbed bench-synthetic bench-gsm8k bench-specbench gap report report-shot test test-quick test-e2e test-unit lint cold-check clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -92,12 +92,12 @@ NIGHTLY_CONFIG ?= docs/nightly/nightly.yaml
 nightly: setup $(EMBEDDED_DEPS) ## Nightly regression job (NIGHTLY_CONFIG=..., SERVER=URL): exit 0 pass, 1 regression, 2 could not run, 3 inconclusive
 	$(BIN)/sparkbench nightly --config $(NIGHTLY_CONFIG) $(SERVER_FLAG)
 
-# The environments download while llama.cpp builds (-j3), then the linter and the suite run; the
-# table of stage times comes last whatever failed.
+# The environments download while llama.cpp builds (-j3), then the linter and the suite run (the unit
+# tier beside the end-to-end tier, scripts/test_tiers.py); the table of stage times comes last whatever failed.
 test: ## Lint, unit tests and end-to-end tests against real SGLang, vLLM and llama.cpp servers
 	@$(STAGE_TIMES) reset
 	@$(MAKE) --no-print-directory -j3 setup-ray testbed && $(STAGE) lint -- $(MAKE) --no-print-directory lint \
-	  && $(STAGE) pytest -- $(BIN)/python -m pytest; status=$$?; $(STAGE_TIMES) table; exit $$status
+	  && $(STAGE) pytest -- $(BIN)/python scripts/test_tiers.py; status=$$?; $(STAGE_TIMES) table; exit $$status
 
 lint: setup ## ruff over the package, the tests and the scripts (zero findings)
 	$(BIN)/ruff check harness tests scripts
@@ -107,6 +107,10 @@ cold-check: ## The README's two commands in a fresh clone with empty caches, the
 
 test-quick: setup ## The inner loop: lint, then the unit tier in 4 pytest-xdist workers, stopping at the first failure
 	$(BIN)/ruff check harness tests scripts && $(BIN)/python -m pytest tests/unit -n 4 -x -q
+
+ENGINE ?= llamacpp
+test-e2e: setup-ray testbed ## One engine's end-to-end tests alone (ENGINE=sglang|vllm|llamacpp: the tests that use its pooled servers)
+	$(BIN)/python -m pytest tests/e2e -m $(ENGINE) --durations=10
 
 test-unit: setup ## Unit tests only (no servers)
 	$(BIN)/python -m pytest tests/unit

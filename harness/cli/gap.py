@@ -27,6 +27,9 @@ def gap(
     natural_cap: Annotated[int, typer.Option(min=2, help="Token cap of a natural-length cell.")] = 512,
     synthetic_input_tokens: Annotated[int, typer.Option(min=2, help="Prompt tokens of the synthetic content.")] = 512,
     seed: Annotated[int, typer.Option(help="Seed of the synthetic prompts and of the sampled requests.")] = 0,
+    tokenizer: Annotated[Path | None, typer.Option(help="Tokenizer folder of the served model, for --plain/--spec "
+                                                        "servers that do not name theirs (llama.cpp); launched "
+                                                        "servers use their model's.")] = None,
     results: Annotated[Path, typer.Option(help="Folder that receives gap-<id>/.")] = Path("results/gap"),
     analyse: Annotated[Path | None, typer.Option(help="Write the tables and figure of this finished design "
                                                       "folder again, sending nothing.")] = None,
@@ -52,7 +55,7 @@ def gap(
     if natural_cap < fixed_tokens:
         raise SparkbenchError(f"--natural-cap {natural_cap} is below --fixed-tokens {fixed_tokens}")
     folder = analyse or _run(engine, plain, spec, GapSettings(chosen, prompts, Lengths(fixed_tokens, natural_cap),
-                                                               synthetic_input_tokens, seed), results)
+                                                               synthetic_input_tokens, seed, tokenizer), results)
     design = load_design(folder)
     cells, attribution = analyse_cells(load_cells(folder, design))
     report = write_outputs(folder, cells, attribution, design)

@@ -37,21 +37,23 @@ class GapSettings:
     lengths: Lengths
     synthetic_input_tokens: int
     seed: int = 0
+    tokenizer: Path | None = None  # the served model's tokenizer folder, for attached servers that do not name one
 
 
 def content_plan(content: str, settings: GapSettings, target: Target) -> Plan:
     """The registered workload that supplies a content's prompts, at the design's size."""
     n, cap = settings.prompts, settings.lengths.natural_cap
+    model_dir = settings.tokenizer or target.model_dir
     if content == SYNTHETIC:
         options: dict[str, Any] = {"num_prompts": n, "input_tokens": settings.synthetic_input_tokens,
                                    "output_tokens": settings.lengths.fixed, "seed": settings.seed,
                                    "salt": settings.seed}
-        return build(SYNTHETIC, options, target.reduced, target.model_dir)
+        return build(SYNTHETIC, options, target.reduced, model_dir)
     if content == GSM8K:
-        return build(GSM8K, {"limit": n, "max_new_tokens": cap}, target.reduced, target.model_dir)
+        return build(GSM8K, {"limit": n, "max_new_tokens": cap}, target.reduced, model_dir)
     if content.startswith(SPECBENCH_PREFIX):
         options = {"categories": [content.removeprefix(SPECBENCH_PREFIX)], "per_task": n, "max_new_tokens": cap}
-        return build("specbench", options, target.reduced, target.model_dir)
+        return build("specbench", options, target.reduced, model_dir)
     raise SparkbenchError(f"unknown content {content!r}")
 
 

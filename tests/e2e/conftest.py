@@ -1,10 +1,12 @@
-"""Real servers for the end-to-end tier, started once per test session.
+"""Real servers for the end-to-end tier, started once per test session (tests/e2e/servers.py).
 
-The session's shared servers (one per profile, `SESSION_PROFILES`) that the collected tests use are
-started in the background as soon as collection ends: the unit tier runs first (pyproject.toml's
-testpaths), so their start-up, about a minute each, overlaps it. Set SPARKBENCH_SGLANG_URL (with
-SPARKBENCH_MODEL_DIR) to reuse a running server while developing; CI leaves them unset, so the
-session starts and stops its own servers.
+Each server the collected tests use is a session fixture named in `SERVED`. The pool starts them
+ahead of their first test, in the order the tests will want them, and stops each after the last
+module that uses it. Set SPARKBENCH_SGLANG_URL (with SPARKBENCH_MODEL_DIR) to reuse a running
+plain SGLang server while developing; CI leaves it unset.
+
+Every e2e module's cost is tallied against tests/e2e/budget.toml (tests/e2e/budget.py) and printed
+at the end.
 """
 
 from __future__ import annotations
@@ -15,147 +17,171 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from harness.errors import SparkbenchError
-from harness.run.embedded import embedded_launch, embedded_server
-from harness.run.server import ManagedServer, PortTaken
-from harness.testbed.envs import ensure_model
+from harness.guard.profiles import load_profile
+from harness.run.embedded import embedded_server
+from harness.testbed.envs import cache_root, ensure_model
+from harness.testbed.variants import ensure_rounded_head_model
+from tests.e2e.budget import Tally, cost_table, load_budget, over_budget
+from tests.e2e.servers import LiveServer, Served, ServerPool
 
 pytestmark = pytest.mark.e2e
+__all__ = ["LiveServer"]
+
+SERVED = {
+    "sglang_server": Served("cpu-testbed"),
+    "sglang_ngram_server": Served("cpu-testbed-ngram"),
+    "sglang_standalone_server": Served("cpu-testbed-standalone"),
+    "sglang_wrong_draft_server": Served("cpu-testbed-wrong-draft"),
+    "vllm_server": Served("vllm-cpu"),
+    "vllm_ngram_server": Served("vllm-cpu-ngram"),
+    "vllm_never_accept_server": Served("vllm-cpu-never-accept"),
+    "llamacpp_server": Served("llamacpp-cpu"),
+    "llamacpp_draft_server": Served("llamacpp-cpu-draft"),
+    "llamacpp_synth2_server": Served("llamacpp-cpu-synth-2"),
+    "llamacpp_synth3_server": Served("llamacpp-cpu-synth-3"),
+    "llamacpp_near_one_server": Served("llamacpp-cpu-synth-near-one"),
+    "real_sglang_server": Served("cpu-real"),
+    "real_sglang_e4m3_head_server": Served("cpu-real", partial(ensure_rounded_head_model, "e4m3", real=True)),
+    "real_sglang_ngram_server": Served("cpu-real-ngram"),
+    "real_sglang_standalone_server": Served("cpu-real-standalone"),
+    "real_vllm_ngram_server": Served("vllm-cpu-real-ngram"),
+    "real_llamacpp_server": Served("llamacpp-cpu-real"),
+    "real_llamacpp_draft_server": Served("llamacpp-cpu-real-draft"),
+    "real_llamacpp_ngram_server": Served("llamacpp-cpu-real-ngram"),
+}
+POOL = pytest.StashKey[ServerPool]()
+TALLY = pytest.StashKey[Tally]()
+OVER_BUDGET = pytest.StashKey[list[str]]()
 
 
-@dataclass(frozen=True)
-class LiveServer:
-    base_url: str
-    model_dir: Path
+def _attached_sglang() -> LiveServer | None:
+    url = os.environ.get("SPARKBENCH_SGLANG_URL")
+    return LiveServer(url, Path(os.environ.get("SPARKBENCH_MODEL_DIR") or ensure_model())) if url else None
+
+
+def servers_of(item: pytest.Item) -> set[str]:
+    """The pooled servers a test asks for: its fixtures (with the ones they depend on) and the
+    fixture names a parametrized fixture takes with `request.getfixturevalue`."""
+    params = getattr(item, "callspec", None)
+    named = {value for value in params.params.values() if isinstance(value, str)} if params else set()
+    return (set(item.fixturenames) | named) & SERVED.keys()
+
+
+def pool_plan(items: list[pytest.Item]) -> tuple[list[str], dict[str, str]]:
+    """The servers in the order of their first test, and for each the test after which it stops: the
+    last test of the last module that asks for it (a module's own fixtures may take a server in any
+    of its tests, through `getfixturevalue`)."""
+    order: dict[str, None] = {}
+    last_module: dict[str, Path] = {}
+    last_of_module = {item.path: item.nodeid for item in items}
+    for item in items:
+        for name in sorted(servers_of(item)):
+            order.setdefault(name)
+            last_module[name] = item.path
+    return list(order), {name: last_of_module[path] for name, path in last_module.items()}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with the engines of the pooled servers it uses (`pytest -m llamacpp`)."""
+    for item in items:
+        for engine in sorted({load_profile(SERVED[name].profile).engine for name in servers_of(item)}):
+            item.add_marker(engine)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start, without waiting, the first servers that the collected tests will use."""
+    if session.config.option.collectonly:
+        return
+    order, last_test = pool_plan(session.items)
+    if _attached_sglang():
+        order = [name for name in order if name != "sglang_server"]
+        last_test.pop("sglang_server", None)
+    pool = session.config.stash[POOL] = ServerPool(SERVED, order, last_test)
+    session.config.stash[TALLY] = Tally(cache_root() / "logs")
+    pool.start_ahead()
+
+
+def _pool(config: pytest.Config) -> ServerPool:
+    return config.stash[POOL]
+
+
+def _is_e2e(item: pytest.Item) -> bool:
+    return item.path.parent == Path(__file__).parent
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    tally = item.config.stash.get(TALLY, None)
+    if tally is not None and _is_e2e(item) and not tally.open:
+        tally.begin(item.path.stem, _pool(item.config).generated())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    yield
+    tally = item.config.stash.get(TALLY, None)
+    if tally is None or not _is_e2e(item):
+        return
+    pool = _pool(item.config)
+    if nextitem is None or nextitem.path != item.path:  # the module's own fixtures are torn down by now
+        tally.end(pool.generated())
+    pool.done(item.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    pool, tally = session.config.stash.get(POOL, None), session.config.stash.get(TALLY, None)
+    if pool is not None:
+        pool.close()
+    if tally is not None and tally.costs:
+        lines = session.config.stash[OVER_BUDGET] = over_budget(tally.costs, load_budget())
+        if lines and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    tally = config.stash.get(TALLY, None)
+    if tally is None or not tally.costs:
+        return
+    terminalreporter.section("end-to-end modules: cost against tests/e2e/budget.toml")
+    for line in cost_table(tally.costs):
+        terminalreporter.write_line(line)
+    for line in config.stash.get(OVER_BUDGET, []):
+        terminalreporter.write_line(f"OVER BUDGET {line}", red=True)
+
+
+def _pooled(name: str):
+    def server(request: pytest.FixtureRequest) -> LiveServer:
+        return _pool(request.config).take(name)
+    server.__doc__ = f"The session's {SERVED[name].profile} server (tests/e2e/servers.py)."
+    return pytest.fixture(scope="session", name=name)(server)
+
+
+for _name in SERVED.keys() - {"sglang_server"}:
+    globals()[_name] = _pooled(_name)
+
+
+@pytest.fixture(scope="session")
+def sglang_server(request: pytest.FixtureRequest) -> LiveServer:
+    """The session's plain SGLang test bed, or the server SPARKBENCH_SGLANG_URL names."""
+    return _attached_sglang() or _pool(request.config).take("sglang_server")
+
+
+@pytest.fixture(scope="session")
+def llamacpp_synth_servers(llamacpp_synth2_server, llamacpp_synth3_server) -> dict[float, LiveServer]:
+    """llama.cpp with synthetic acceptance at known mean accept lengths 2.0 and 3.0, by length."""
+    return {2.0: llamacpp_synth2_server, 3.0: llamacpp_synth3_server}
 
 
 @contextmanager
 def launched(profile: str, label: str | None = None, model_dir: Path | None = None) -> Iterator[LiveServer]:
-    """A server of `profile` (a name or a YAML path) for one module's tests, stopped when they are done
-    (`model_dir`: another model than the tiny test-bed model)."""
+    """A server of `profile` (a name or a YAML path) of one test's own, stopped when it is done."""
     with embedded_server(profile, model_dir=model_dir, log_name=f"e2e-{label or profile}") as server:
         yield LiveServer(server.base_url, server.model_dir)
-
-
-# Session fixture -> the profile it serves; each is started once, early (see the module's docstring).
-SESSION_PROFILES = {"sglang_server": "cpu-testbed", "vllm_server": "vllm-cpu", "vllm_ngram_server": "vllm-cpu-ngram"}
-STARTED_EARLY = pytest.StashKey[dict[str, tuple[ManagedServer, LiveServer]]]()
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start, without waiting, the session servers that the collected tests will use."""
-    if session.config.option.collectonly:
-        return
-    wanted = {name for item in session.items for name in item.fixturenames if name in SESSION_PROFILES}
-    if os.environ.get("SPARKBENCH_SGLANG_URL"):
-        wanted.discard("sglang_server")
-    started = session.config.stash.setdefault(STARTED_EARLY, {})
-    for name in sorted(wanted):
-        profile = SESSION_PROFILES[name]
-        try:
-            managed, server = embedded_launch(profile, log_name=f"e2e-{profile}")
-        except SparkbenchError:
-            continue  # its fixture launches it again and reports the error where it is needed
-        managed.start()
-        started[name] = (managed, LiveServer(server.base_url, server.model_dir))
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Stop the early servers that no test took (a session ended early, by -x or Ctrl-C)."""
-    for managed, _ in session.config.stash.get(STARTED_EARLY, {}).values():
-        managed.stop()
-
-
-@contextmanager
-def session_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    """The server of the requesting session fixture: the one started early, else (also when another
-    process took its port while it started) one started now."""
-    early = request.config.stash.get(STARTED_EARLY, {}).pop(request.fixturename, None)
-    if early is not None:
-        managed, server = early
-        try:
-            managed.ready()
-        except PortTaken:
-            pass  # stopped: launched afresh below
-        else:
-            with managed:
-                yield server
-            return
-    with launched(SESSION_PROFILES[request.fixturename]) as server:
-        yield server
-
-
-@contextmanager
-def launched_at_once(*launches: tuple[str, str, Path | None]) -> Iterator[list[LiveServer]]:
-    """Servers of (profile, label, model_dir) started together, so their start-ups overlap; all are
-    healthy on entry and stopped on exit."""
-    with ExitStack() as stack:
-        pending = [embedded_launch(profile, model_dir=model_dir, log_name=f"e2e-{label}")
-                   for profile, label, model_dir in launches]
-        for managed, _ in pending:
-            managed.start()
-            stack.callback(managed.stop)
-        for managed, _ in pending:
-            managed.wait_ready()
-        yield [LiveServer(server.base_url, server.model_dir) for _, server in pending]
-
-
-@pytest.fixture(scope="session")
-def sglang_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    url = os.environ.get("SPARKBENCH_SGLANG_URL")
-    if url:
-        yield LiveServer(url, Path(os.environ.get("SPARKBENCH_MODEL_DIR") or ensure_model()))
-        return
-    with session_server(request) as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def vllm_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    """vLLM CPU, plain decoding."""
-    with session_server(request) as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def vllm_ngram_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    """vLLM CPU with n-gram speculation: the test bed's real speculative engine."""
-    with session_server(request) as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def llamacpp_server() -> Iterator[LiveServer]:
-    """llama.cpp's llama-server on CPU, plain decoding (the GGUF folder is its model_dir)."""
-    with launched("llamacpp-cpu") as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def llamacpp_draft_server() -> Iterator[LiveServer]:
-    """llama.cpp with draft-model speculation: the tiny model's q8_0 copy drafts for it."""
-    with launched("llamacpp-cpu-draft") as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def llamacpp_synth_servers() -> Iterator[dict[float, LiveServer]]:
-    """llama.cpp with synthetic acceptance at known mean accept lengths 2.0 and 3.0, by length."""
-    with launched("llamacpp-cpu-synth-2") as two, launched("llamacpp-cpu-synth-3") as three:
-        yield {2.0: two, 3.0: three}
-
-
-@pytest.fixture(scope="session")
-def llamacpp_near_one_server() -> Iterator[LiveServer]:
-    """llama.cpp accepting about one draft in 200 rounds: the canary's negative control."""
-    with launched("llamacpp-cpu-synth-near-one") as server:
-        yield server
 
 
 def sparkbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -1,4 +1,5 @@
-"""Top-k agreement against real servers: the same model, FP8-rounded LM heads, SGLang against vLLM.
+"""Top-k agreement against real servers: the same model, an FP8-rounded LM head of the real model,
+SGLang against vLLM.
 
 The tiny model's next-token distribution is nearly flat (log-probabilities near ln(1/4096)), so
 its top-1 margins are a few BF16 steps: any change to the head shows, and ties are common.
@@ -12,8 +13,7 @@ import nbclient
 import nbformat
 import pandas as pd
 
-from harness.testbed.variants import ensure_rounded_head_model
-from tests.e2e.conftest import LiveServer, launched_at_once, only_run_dir, sparkbench
+from tests.e2e.conftest import LiveServer, only_run_dir, sparkbench
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "agreement.ipynb"
 QUESTIONS = 4
@@ -48,20 +48,21 @@ def test_same_server_scores_every_position_identically(sglang_server, tmp_path):
     assert (differs["ref_top1_logprob"] - differs["ref_target_logprob"] <= 2 * BF16_LOGIT_STEP).all()
 
 
-def test_fp8_head_disagrees_and_a_coarser_head_disagrees_more(sglang_server, tmp_path):
-    roundings = ("e4m3", "e4m1")
-    # Both candidates start at once; the agreements, one after the other, only read log-probabilities.
-    candidates = [("cpu-testbed", f"agree-{r}", ensure_rounded_head_model(r)) for r in roundings]
-    with launched_at_once(*candidates) as servers:
-        runs = {r: agree(sglang_server, candidate, tmp_path / r) for r, candidate in zip(roundings, servers)}
-    fp8, coarse = summary(runs["e4m3"]), summary(runs["e4m1"])
-    assert 0.0 < 1 - fp8[("top1_agreement", "mean")] < 1 - coarse[("top1_agreement", "mean")]
-    assert 0.0 < fp8[("kl_union_nats", "mean")] < coarse[("kl_union_nats", "mean")]
-    assert fp8[("topk_recall", "mean")] > coarse[("topk_recall", "mean")]
-    # Concentrated where the rounding matters: flips happen where the reference's lead was small.
-    positions = pd.read_parquet(runs["e4m3"] / "positions.parquet")
+def test_an_fp8_head_of_the_real_model_moves_every_distribution_and_flips_only_narrow_leads(
+        real_sglang_server, real_sglang_e4m3_head_server, tmp_path):
+    """The seed's FP8-head question on a real 49,152-token vocabulary: the bf16 checkpoint of the real
+    model against a copy whose (untied) LM head was rounded to FP8 e4m3 values. A real model's
+    next-token distribution is peaked, so top-1 mostly holds (measured: 96.5% of 369 positions,
+    docs/agreement.md); the log-probabilities move at every position, and the rankings that flip are
+    those whose lead was narrow."""
+    run = agree(real_sglang_server, real_sglang_e4m3_head_server, tmp_path)
+    s = summary(run)
+    assert 0.0 < s[("kl_union_nats", "min")] and s[("kl_union_nats", "mean")] < 0.1
+    assert 0.9 <= s[("top1_agreement", "mean")] < 1.0
+    assert 0.85 <= s[("topk_recall", "mean")] < 1.0
+    positions = pd.read_parquet(run / "positions.parquet")
     margins = positions.groupby("top1_agreement")["ref_top1_margin_nats"].median()
-    assert margins[False] < margins[True]
+    assert margins[False] < margins[True] / 4
 
 
 def test_sglang_against_vllm_on_the_same_model(sglang_server, vllm_server, tmp_path):

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
-from tests.e2e.conftest import launched, only_run_dir, sparkbench, synthetic_args
+from tests.e2e.conftest import only_run_dir, sparkbench, synthetic_args
 
 
 def test_local_profile_passes_and_is_recorded(sglang_server, tmp_path):
@@ -41,14 +39,8 @@ def test_ngram_canary_passes_on_real_vllm(vllm_ngram_server):
     assert any(line.startswith("ok   canary: accept length") for line in done.stdout.splitlines())
 
 
-@pytest.fixture(scope="module")
-def never_accepting_server():
-    with launched("vllm-cpu-never-accept") as server:
-        yield server
-
-
-def test_canary_fails_when_drafts_are_never_accepted(never_accepting_server):
-    done = sparkbench("check", "--profile", "vllm-cpu-never-accept", "--server", never_accepting_server.base_url)
+def test_canary_fails_when_drafts_are_never_accepted(vllm_never_accept_server):
+    done = sparkbench("check", "--profile", "vllm-cpu-never-accept", "--server", vllm_never_accept_server.base_url)
     assert done.returncode == 2
     # The drafter never proposes: vLLM reports 0 drafting steps, which carry no accept length.
     assert ("canary: no verify round: the server reported no speculative statistics, or its drafter proposed "

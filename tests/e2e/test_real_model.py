@@ -11,38 +11,37 @@ a median of 8 separates the two cases with room for the engines' numerical diffe
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
+from scipy.stats import binomtest
 
+from harness.analysis.compare import compare_runs
 from harness.analysis.run import Run
 from harness.gap.design import FACTORS
 from harness.testbed.conversion_check import chat_prompt_ids, leading_agreement
-from tests.e2e.conftest import launched, launched_at_once, only_run_dir, sparkbench
+from tests.e2e.conftest import only_run_dir, sparkbench
 from workloads.gsm8k import load_gsm8k
 
 QUESTIONS = 4
 TOKENS = 16
+GSM8K_PAIRED = 4  # questions each engine answers for the paired comparison
+FIXED = 16  # output tokens of the gap design's fixed-length cells
 
 
-@pytest.fixture(scope="module")
-def real_servers():
-    with launched_at_once(("cpu-real", "real-sglang", None), ("llamacpp-cpu-real", "real-llamacpp", None)) as pair:
-        yield dict(zip(("sglang", "llamacpp"), pair))
-
-
-def test_the_converted_checkpoint_answers_as_the_gguf_does(real_servers):
+def test_the_converted_checkpoint_answers_as_the_gguf_does(real_sglang_server, real_llamacpp_server):
     questions = [row["question"] for row in load_gsm8k("vendored").test[:QUESTIONS]]
-    prompts = chat_prompt_ids(real_servers["sglang"].model_dir, questions)
-    found = leading_agreement(("sglang", real_servers["sglang"].base_url),
-                              ("llamacpp", real_servers["llamacpp"].base_url), prompts, TOKENS)
+    prompts = chat_prompt_ids(real_sglang_server.model_dir, questions)
+    found = leading_agreement(("sglang", real_sglang_server.base_url), ("llamacpp", real_llamacpp_server.base_url),
+                              prompts, TOKENS)
     assert min(found.leading) >= 4, found.leading
     assert found.median >= 8, found.leading
 
 
-def test_gsm8k_on_the_real_model_is_scored_from_real_answers(real_servers, tmp_path):
+def test_gsm8k_on_the_real_model_is_scored_from_real_answers(real_llamacpp_server, tmp_path):
     """Real text: the answers end in numbers the flexible extraction finds (random weights write noise)."""
-    done = sparkbench("run", "gsm8k", "--server", real_servers["llamacpp"].base_url, "--limit", "3",
+    done = sparkbench("run", "gsm8k", "--server", real_llamacpp_server.base_url, "--limit", "3",
                       "--max-new-tokens", "160", "--temperature", "0", "--results", str(tmp_path), "--no-progress")
     assert done.returncode == 0, done.stderr
     scores = pd.read_parquet(only_run_dir(tmp_path) / "questions.parquet")
@@ -50,13 +49,12 @@ def test_gsm8k_on_the_real_model_is_scored_from_real_answers(real_servers, tmp_p
     assert (~scores["no_answer_flexible"]).sum() >= 2, scores[["gold", "pred_flexible", "output_text"]].to_dict("records")
 
 
-def test_the_model_drafting_for_itself_lands_nearly_every_draft(tmp_path):
+def test_the_model_drafting_for_itself_lands_nearly_every_draft(real_llamacpp_draft_server, tmp_path):
     """llama.cpp with the same GGUF as its draft, greedy: every draft matches what the target makes
     (up to a near-tie between a one-token and a four-token pass), so about 4 tokens a round."""
-    with launched("llamacpp-cpu-real-draft") as server:
-        done = sparkbench("run", "gsm8k", "--server", server.base_url, "--profile", "llamacpp-cpu-real-draft",
-                          "--limit", "2", "--max-new-tokens", "64", "--temperature", "0", "--results", str(tmp_path),
-                          "--no-progress")
+    done = sparkbench("run", "gsm8k", "--server", real_llamacpp_draft_server.base_url, "--profile",
+                      "llamacpp-cpu-real-draft", "--limit", "2", "--max-new-tokens", "64", "--temperature", "0",
+                      "--results", str(tmp_path), "--no-progress")
     assert done.returncode == 0, done.stderr
     requests = Run.load(only_run_dir(tmp_path)).derived
     manifest = json.loads((only_run_dir(tmp_path) / "manifest.json").read_text())
@@ -65,10 +63,11 @@ def test_the_model_drafting_for_itself_lands_nearly_every_draft(tmp_path):
     assert accepted >= 3.0, requests[["accept_length", "verify_rounds"]].to_dict("records")
 
 
-def test_the_gap_design_runs_and_attributes_on_llamacpp(tmp_path):
-    done = sparkbench("gap", "--engine", "llamacpp", "--contents", "synthetic,gsm8k", "--prompts", "2",
-                      "--fixed-tokens", "32", "--natural-cap", "64", "--synthetic-input-tokens", "64",
-                      "--results", str(tmp_path), timeout=900)
+def test_the_gap_design_runs_and_attributes_on_llamacpp(real_llamacpp_server, real_llamacpp_ngram_server, tmp_path):
+    done = sparkbench("gap", "--plain", real_llamacpp_server.base_url, "--spec", real_llamacpp_ngram_server.base_url,
+                      "--contents", "synthetic,gsm8k", "--prompts", "2", "--fixed-tokens", str(FIXED),
+                      "--natural-cap", "32", "--synthetic-input-tokens", "64", "--tokenizer", str(real_llamacpp_server.model_dir),
+                      "--results", str(tmp_path))
     assert done.returncode == 0, done.stderr
     folder = only_run_dir(tmp_path)
     cells = pd.read_csv(folder / "gap_cells.csv")
@@ -84,4 +83,25 @@ def test_the_gap_design_runs_and_attributes_on_llamacpp(tmp_path):
             for cell in design["cells"]]
     assert all(run["guard"]["ok"] for run in runs)
     fixed = cells[cells["length"] == "fixed"]
-    assert (fixed["plain_mean_output_tokens"] == 32).all() and (fixed["spec_mean_output_tokens"] == 32).all()
+    assert (fixed["plain_mean_output_tokens"] == FIXED).all() and (fixed["spec_mean_output_tokens"] == FIXED).all()
+
+
+def _greedy_gsm8k(server, results, limit: int) -> Path:
+    done = sparkbench("run", "gsm8k", "--server", server.base_url, "--limit", str(limit), "--max-new-tokens", "160",
+                      "--temperature", "0", "--results", str(results), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    return only_run_dir(results)
+
+
+def test_two_engines_on_the_same_weights_are_compared_question_by_question(
+        real_llamacpp_server, real_vllm_ngram_server, tmp_path):
+    """GSM8K on llama.cpp (the GGUF) and on vLLM (the checkpoint converted from it): the accuracy
+    change is paired by question, with the exact McNemar p-value of its discordant questions."""
+    runs = [_greedy_gsm8k(server, tmp_path / name, GSM8K_PAIRED)
+            for name, server in (("llamacpp", real_llamacpp_server), ("vllm", real_vllm_ngram_server))]
+    flags = [pd.read_parquet(run / "questions.parquet").set_index("question_index")["correct_strict"] for run in runs]
+    row = compare_runs(runs).query("metric == 'gsm8k_accuracy_strict' and p_value == p_value").iloc[0]
+    assert row["paired"] and row["n"] == GSM8K_PAIRED
+    only_base, only_cand = int((flags[0] & ~flags[1]).sum()), int((~flags[0] & flags[1]).sum())
+    expected = binomtest(only_base, only_base + only_cand, 0.5).pvalue if only_base + only_cand else 1.0
+    assert row["p_value"] == pytest.approx(expected)

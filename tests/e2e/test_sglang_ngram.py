@@ -15,18 +15,12 @@ import pytest
 
 from harness.metrics import derive_requests
 from harness.records.requests import load_requests
-from tests.e2e.conftest import launched, only_run_dir, sparkbench, synthetic_args
+from tests.e2e.conftest import only_run_dir, sparkbench, synthetic_args
 
 PROFILE = "cpu-testbed-ngram"
 PROMPTS, INPUT, OUTPUT = 3, 128, 48
 SAME_PROMPTS = ("--seed", "5", "--salt", "7")
 DRAFTS_PER_ROUND = 3  # num_draft_tokens 4 = 3 drafts + the bonus position
-
-
-@pytest.fixture(scope="module")
-def ngram_server():
-    with launched(PROFILE) as server:
-        yield server
 
 
 def _run(server, results, concurrency: int, *extra: str):
@@ -38,21 +32,21 @@ def _run(server, results, concurrency: int, *extra: str):
 
 
 @pytest.fixture(scope="module")
-def batch1_run(ngram_server, tmp_path_factory):
-    return _run(ngram_server, tmp_path_factory.mktemp("batch1"), 1, "--profile", PROFILE)
+def batch1_run(sglang_ngram_server, tmp_path_factory):
+    return _run(sglang_ngram_server, tmp_path_factory.mktemp("batch1"), 1, "--profile", PROFILE)
 
 
 @pytest.fixture(scope="module")
-def batch3_run(ngram_server, tmp_path_factory):
-    return _run(ngram_server, tmp_path_factory.mktemp("batch3"), 3)
+def batch3_run(sglang_ngram_server, tmp_path_factory):
+    return _run(sglang_ngram_server, tmp_path_factory.mktemp("batch3"), 3)
 
 
 def _meta(derived: pd.DataFrame) -> list[dict]:
     return [json.loads(raw) for raw in derived["meta_info_json"]]
 
 
-def test_guard_passes_with_the_canary(ngram_server):
-    done = sparkbench("check", "--profile", PROFILE, "--server", ngram_server.base_url)
+def test_guard_passes_with_the_canary(sglang_ngram_server):
+    done = sparkbench("check", "--profile", PROFILE, "--server", sglang_ngram_server.base_url)
     assert done.returncode == 0, done.stdout + done.stderr
     assert any(line.startswith("ok   canary: accept length") for line in done.stdout.splitlines())
 
@@ -116,6 +110,17 @@ def plain_run(sglang_server, tmp_path_factory):
 def test_speculation_decodes_the_same_tokens_as_plain_decoding(batch1_run, plain_run):
     plain = {row.prompt_id: list(row.output_ids) for row in plain_run[1].itertuples()}
     assert plain == {row.prompt_id: list(row.output_ids) for row in batch1_run[1].itertuples()}
+
+
+def test_both_stream_forms_record_the_same_text(batch1_run, plain_run):
+    """SGLang's two stream forms: the plain server repeats the answer so far in every chunk
+    (cumulative), this profile sends each round's tokens alone (incremental); both are read to the
+    same output."""
+    manifests = [json.loads((run_dir / "manifest.json").read_text()) for run_dir, _ in (plain_run, batch1_run)]
+    assert [m["stream_mode"] for m in manifests] == ["cumulative", "incremental"]
+    assert manifests[1]["server"]["server_info"]["incremental_streaming_output"] is True
+    texts = [dict(zip(derived["prompt_id"], derived["output_text"])) for _, derived in (plain_run, batch1_run)]
+    assert texts[0] == texts[1] and all(len(text) > 0 for text in texts[0].values())
 
 
 def _server_decode_ms(derived: pd.DataFrame) -> pd.Series:

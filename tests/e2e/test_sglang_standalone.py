@@ -23,7 +23,7 @@ from harness.metrics import derive_requests
 from harness.metrics.integrity import SLACK_MS
 from harness.metrics.speculative import accept_length_request_weighted, accept_length_token_weighted
 from harness.records.requests import load_requests
-from tests.e2e.conftest import launched, only_run_dir, sparkbench, synthetic_args
+from tests.e2e.conftest import only_run_dir, sparkbench, synthetic_args
 
 PROFILE = "cpu-testbed-standalone"
 DRAFTS_PER_ROUND = 3
@@ -36,12 +36,6 @@ def rounds(n: int) -> int:
     return math.ceil((n - 1) / (DRAFTS_PER_ROUND + 1))
 
 
-@pytest.fixture(scope="module")
-def standalone_server():
-    with launched(PROFILE) as server:
-        yield server
-
-
 def _run(server, results, prompts: int, output_tokens: int, concurrency: int):
     done = sparkbench(*synthetic_args(server, results, prompts, 64, output_tokens, "--profile", PROFILE,
                                       "--concurrency", str(concurrency), *SAME_PROMPTS))
@@ -51,17 +45,17 @@ def _run(server, results, prompts: int, output_tokens: int, concurrency: int):
 
 
 @pytest.fixture(scope="module")
-def batch1_run(standalone_server, tmp_path_factory):
-    return _run(standalone_server, tmp_path_factory.mktemp("n62"), prompts=2, output_tokens=62, concurrency=1)
+def batch1_run(sglang_standalone_server, tmp_path_factory):
+    return _run(sglang_standalone_server, tmp_path_factory.mktemp("n62"), prompts=2, output_tokens=62, concurrency=1)
 
 
 @pytest.fixture(scope="module")
-def batch3_run(standalone_server, tmp_path_factory):
-    return _run(standalone_server, tmp_path_factory.mktemp("n33"), prompts=3, output_tokens=33, concurrency=3)
+def batch3_run(sglang_standalone_server, tmp_path_factory):
+    return _run(sglang_standalone_server, tmp_path_factory.mktemp("n33"), prompts=3, output_tokens=33, concurrency=3)
 
 
-def test_guard_passes_and_the_canary_sees_every_draft_accepted(standalone_server):
-    done = sparkbench("check", "--profile", PROFILE, "--server", standalone_server.base_url)
+def test_guard_passes_and_the_canary_sees_every_draft_accepted(sglang_standalone_server):
+    done = sparkbench("check", "--profile", PROFILE, "--server", sglang_standalone_server.base_url)
     assert done.returncode == 0, done.stdout + done.stderr
     # The canary asks for 64 tokens: ceil(63 / 4) = 16 rounds, 64 / 16 = 4.00.
     assert "ok   canary: accept length 4.00 exceeds 1.05" in done.stdout.splitlines()
@@ -125,14 +119,8 @@ def test_itl_spreads_each_chunk_over_its_tokens_and_tpot_agrees_with_the_server(
     assert (difference <= np.fmax(derived["server_ttft_ms"], SLACK_MS) / 61).all(), difference.tolist()
 
 
-@pytest.fixture(scope="module")
-def wrong_draft_server():
-    with launched("cpu-testbed-wrong-draft") as server:
-        yield server
-
-
-def test_canary_refuses_the_wrong_draft_before_measuring(wrong_draft_server, tmp_path):
-    done = sparkbench(*synthetic_args(wrong_draft_server, tmp_path, 2, 64, 16, "--profile", "cpu-testbed-wrong-draft"))
+def test_canary_refuses_the_wrong_draft_before_measuring(sglang_wrong_draft_server, tmp_path):
+    done = sparkbench(*synthetic_args(sglang_wrong_draft_server, tmp_path, 2, 64, 16, "--profile", "cpu-testbed-wrong-draft"))
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert lines[0].endswith("does not run profile cpu-testbed-wrong-draft; nothing measured:")

@@ -17,7 +17,7 @@ import pytest
 
 from harness.analysis.run import Run
 from harness.metrics.acceptance import histogram_accept_length
-from tests.e2e.conftest import launched_at_once, only_run_dir, sparkbench
+from tests.e2e.conftest import only_run_dir, sparkbench
 
 QUESTIONS = ("--categories", "writing,qa", "--per-task", "1")
 TOKENS = 129  # 32 full rounds after the prefill token
@@ -31,16 +31,13 @@ def _specbench(server, results, *extra: str) -> Run:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(sglang_standalone_server, sglang_wrong_draft_server, sglang_server, tmp_path_factory):
     """The same questions on the matching draft, the wrong draft (guard off: its canary would refuse
-    it) and plain decoding, the three servers started together."""
-    launches = [("cpu-testbed-standalone", "specbench-standalone", None),
-                ("cpu-testbed-wrong-draft", "specbench-wrong", None), ("cpu-testbed", "specbench-plain", None)]
-    with launched_at_once(*launches) as (matching, wrong, plain):
-        return {"matching": _specbench(matching, tmp_path_factory.mktemp("matching"), "--profile",
-                                       "cpu-testbed-standalone"),
-                "wrong": _specbench(wrong, tmp_path_factory.mktemp("wrong"), "--no-guard"),
-                "plain": _specbench(plain, tmp_path_factory.mktemp("plain"), "--profile", "cpu-testbed")}
+    it) and plain decoding."""
+    return {"matching": _specbench(sglang_standalone_server, tmp_path_factory.mktemp("matching"), "--profile",
+                                   "cpu-testbed-standalone"),
+            "wrong": _specbench(sglang_wrong_draft_server, tmp_path_factory.mktemp("wrong"), "--no-guard"),
+            "plain": _specbench(sglang_server, tmp_path_factory.mktemp("plain"), "--profile", "cpu-testbed")}
 
 
 def test_the_second_turn_follows_the_models_own_first_answer(runs):
