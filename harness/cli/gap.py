@@ -20,6 +20,10 @@ def gap(
                                              f"{', '.join(ENGINE_PROFILES)}.")] = "llamacpp",
     plain: Annotated[str | None, typer.Option(help="Base URL of a running plain server (with --spec).")] = None,
     spec: Annotated[str | None, typer.Option(help="Base URL of the same engine and model speculating.")] = None,
+    plain_profile: Annotated[str | None, typer.Option(help="Profile the --plain server must match (its guard runs "
+                                                           "before each of its runs); default: no guard.")] = None,
+    spec_profile: Annotated[str | None, typer.Option(help="Profile the --spec server must match (guard and "
+                                                          "acceptance canary before each run); default: no guard.")] = None,
     contents: Annotated[str, typer.Option(help="Comma list of contents: synthetic, gsm8k, specbench:TASK (translation, "
                                                "summarization, qa, math_reasoning, rag), or all.")] = "all",
     prompts: Annotated[int, typer.Option(min=1, help="Prompts per content (the same ones in its four cells).")] = 6,
@@ -50,11 +54,15 @@ def gap(
                               f"{', '.join(CONTENTS)} or all")
     if (plain is None) != (spec is None):
         raise SparkbenchError("give both --plain and --spec, or neither (then --engine's profiles are launched)")
+    if plain is None and (plain_profile or spec_profile):
+        raise SparkbenchError("--plain-profile and --spec-profile describe --plain and --spec servers; without them "
+                              "--engine's profiles are launched")
     if engine not in ENGINE_PROFILES:
         raise SparkbenchError(f"--engine {engine!r}: choose one of {', '.join(ENGINE_PROFILES)}")
     if natural_cap < fixed_tokens:
         raise SparkbenchError(f"--natural-cap {natural_cap} is below --fixed-tokens {fixed_tokens}")
-    folder = analyse or _run(engine, plain, spec, GapSettings(chosen, prompts, Lengths(fixed_tokens, natural_cap),
+    profiles = (plain_profile, spec_profile) if plain else ENGINE_PROFILES[engine]
+    folder = analyse or _run(plain, spec, profiles, GapSettings(chosen, prompts, Lengths(fixed_tokens, natural_cap),
                                                                synthetic_input_tokens, seed, tokenizer), results)
     design = load_design(folder)
     cells, attribution = analyse_cells(load_cells(folder, design))
@@ -62,12 +70,14 @@ def gap(
     print(f"{cells_markdown(cells)}\n\n{attribution_markdown(attribution)}\n\ngap: {folder}\nreport: {report}")
 
 
-def _run(engine: str, plain: str | None, spec: str | None, settings, results: Path) -> Path:
-    """Run the design on the two servers given, else on the engine's real-model profiles, launched."""
+def _run(plain: str | None, spec: str | None, profiles: tuple[str | None, str | None], settings,
+         results: Path) -> Path:
+    """Run the design on the two servers given (checked against `profiles` where named), else on
+    `profiles` launched."""
     from contextlib import ExitStack
 
     from harness.gap.run import held_targets, run_design
 
-    profiles = dict(zip(("plain", "speculative"), (None, None) if plain else ENGINE_PROFILES[engine]))
     with ExitStack() as stack:
-        return run_design(held_targets(stack, {"plain": plain, "speculative": spec}, profiles), settings, results)
+        targets = held_targets(stack, {"plain": plain, "speculative": spec}, dict(zip(("plain", "speculative"), profiles)))
+        return run_design(targets, settings, results)

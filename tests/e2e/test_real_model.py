@@ -67,6 +67,7 @@ def test_the_gap_design_runs_and_attributes_on_llamacpp(real_llamacpp_server, re
     done = sparkbench("gap", "--plain", real_llamacpp_server.base_url, "--spec", real_llamacpp_ngram_server.base_url,
                       "--contents", "synthetic,gsm8k", "--prompts", "2", "--fixed-tokens", str(FIXED),
                       "--natural-cap", "32", "--synthetic-input-tokens", "64", "--tokenizer", str(real_llamacpp_server.model_dir),
+                      "--plain-profile", "llamacpp-cpu-real", "--spec-profile", "llamacpp-cpu-real-ngram",
                       "--results", str(tmp_path))
     assert done.returncode == 0, done.stderr
     folder = only_run_dir(tmp_path)
