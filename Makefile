@@ -39,7 +39,7 @@ $(UV):
 # --ray` and the test tier. A later `setup` keeps it: it syncs again only when pyproject.toml or uv.lock change.
 SYNC := $(UV) sync --quiet --locked --all-extras --compile-bytecode --python $(PYTHON)
 $(BIN)/sparkbench: pyproject.toml uv.lock | $(UV)
-	$(STAGE) setup -- $(SYNC) --no-extra ray
+	$(STAGE) setup -- $(SYNC) $(if $(wildcard $(VENV)/.ray),,--no-extra ray)
 	@touch $@
 
 $(VENV)/.ray: $(BIN)/sparkbench
@@ -105,8 +105,8 @@ lint: setup ## ruff over the package, the tests and the scripts (zero findings)
 cold-check: ## The README's two commands in a fresh clone with empty caches, then again warm; each step's time
 	$(PYTHON) scripts/cold_check.py $(ARGS)
 
-test-quick: setup ## The inner loop: lint, then the unit tier in 4 pytest-xdist workers, stopping at the first failure
-	$(BIN)/ruff check harness tests scripts && $(BIN)/python -m pytest tests/unit -n 4 -x -q
+test-quick: setup ## The inner loop: lint, then the unit tier in 4 workers without its command-line subprocess tests (-m cli), stopping at the first failure
+	$(BIN)/ruff check harness tests scripts && $(BIN)/python -m pytest tests/unit -n 4 -x -q -m "not slow and not cli"
 
 ENGINE ?= llamacpp
 test-e2e: setup-ray testbed ## One engine's end-to-end tests alone (ENGINE=sglang|vllm|llamacpp: the tests that use its pooled servers)

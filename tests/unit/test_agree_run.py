@@ -20,6 +20,8 @@ from harness.records.rundir import load_record
 from harness.run.runner import RunAborted
 from tests.unit.agree_fakes import FakeSGLang, FakeVLLM, Hosts, write_tokenizer
 
+pytestmark = pytest.mark.cli  # runs the command line in subprocesses: left out of `make test-quick`
+
 URLS = {"reference": "http://ref", "candidate": "http://cand"}
 TRICKLE_GAP_S = 0.2
 

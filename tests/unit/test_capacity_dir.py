@@ -16,6 +16,8 @@ from tests.fakes.full_disk import filling_at
 from tests.unit.test_report import SYNTHETIC, write_run
 from tests.unit.test_slo_metrics import open_loop_records
 
+pytestmark = pytest.mark.cli  # runs the command line in subprocesses: left out of `make test-quick`
+
 CAPACITY = 6.0  # req/s: above it every request waits 300 ms in the queue
 
 

@@ -10,6 +10,8 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 
+pytestmark = pytest.mark.cli  # runs the command line in subprocesses: left out of `make test-quick`
+
 COMMANDS = [["run", "synthetic"], ["run", "gsm8k"], ["summarize"], ["compare"], ["report"], ["profiles"],
             ["serve"], ["check"], ["nightly"], ["agree"], ["sweep"]]
 

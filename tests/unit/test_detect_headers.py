@@ -18,6 +18,8 @@ from harness.engines.detect import detect_engine
 from tests.fakes.gated_server import gated
 from tests.fakes.stream_server import Script
 
+pytestmark = pytest.mark.cli  # runs the command line in subprocesses: left out of `make test-quick`
+
 GATE = ("X-Gateway-Key", "gateway-secret-7")
 GSM8K = ["run", "gsm8k", "--limit", "2", "--max-new-tokens", "4", "--warmup", "1", "--no-progress"]
 

@@ -17,6 +17,8 @@ from harness.records.rundir import load_manifest, load_record
 from tests.fakes.broken_server import NONE, Breakage, breaking
 from tests.fakes.stream_server import Script
 
+pytestmark = pytest.mark.cli  # runs the command line in subprocesses: left out of `make test-quick`
+
 GSM8K = ["run", "gsm8k", "--limit", "6", "--max-new-tokens", "16", "--warmup", "0", "--no-progress",
          "--power-sample-ms", "0"]
 SLOW = Script(step_s=0.03)  # about half a second per request: a run can be killed in the middle

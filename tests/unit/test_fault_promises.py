@@ -29,6 +29,8 @@ from tests.unit.test_crash_consistency import Disk, filling
 from tests.unit.test_fault_cli import kill_after_records
 from tests.unit.test_fault_tolerance import EXPECTED_KIND, run_against
 
+pytestmark = pytest.mark.cli  # runs the command line in subprocesses: left out of `make test-quick`
+
 FAULTY = frozenset({1, 4, 5})  # arrival indices that break, of 8
 PASSWORD, KEY = "pw-in-the-url-7", "sk-test-key-9876"
 

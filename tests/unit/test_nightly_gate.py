@@ -14,6 +14,8 @@ from harness.errors import SparkbenchError
 from harness.nightly.config import DEFAULT_THRESHOLDS, NightlyConfig, load_config
 from harness.nightly.gate import certified_minimum, verdicts
 
+pytestmark = pytest.mark.cli  # runs the command line in subprocesses: left out of `make test-quick`
+
 
 def _row(metric, stat, change, low, high, value=1.0, baseline=1.0, p=math.nan, run="cand", n=200):
     return {"run_id": run, "baseline_run_id": "base", "workload": "synthetic", "metric": metric, "stat": stat,

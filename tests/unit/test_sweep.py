@@ -21,6 +21,8 @@ from harness.sweep.sweepdir import SWEEP_MANIFEST, CellOutcome, SweepDir
 from tests.fakes.full_disk import filling_at
 from tests.fakes.ray_cluster import FakeRay
 
+pytestmark = pytest.mark.cli  # runs the command line in subprocesses: left out of `make test-quick`
+
 SYNTHETIC = {"name": "synthetic", "options": {"num_prompts": 4, "input_tokens": 32, "output_tokens": 8}}
 
 
