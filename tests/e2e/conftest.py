@@ -48,6 +48,7 @@ SERVED = {
     "llamacpp_near_one_server": Served("llamacpp-cpu-synth-near-one"),
     "real_sglang_server": Served("cpu-real"),
     "real_sglang_e4m3_head_server": Served("cpu-real", partial(ensure_rounded_head_model, "e4m3", real=True)),
+    "real_sglang_e4m1_head_server": Served("cpu-real", partial(ensure_rounded_head_model, "e4m1", real=True)),
     "real_sglang_ngram_server": Served("cpu-real-ngram"),
     "real_sglang_standalone_server": Served("cpu-real-standalone"),
     "real_vllm_ngram_server": Served("vllm-cpu-real-ngram"),

@@ -15,11 +15,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 
 
-def _handler(target: str, bodies: list[dict]):
+def _handler(target: str, bodies: list[dict], requests: list[tuple[str, str, dict[str, str]]]):
     class Relay(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def _relay(self, method: str, body: bytes | None) -> None:
+            requests.append((method, self.path, {name.lower(): value for name, value in self.headers.items()}))
             headers = {"content-type": self.headers.get("content-type", "application/json")}
             with httpx.stream(method, target + self.path, content=body, headers=headers, timeout=600) as resp:
                 self.send_response(resp.status_code)
@@ -46,10 +47,11 @@ def _handler(target: str, bodies: list[dict]):
 
 
 @contextmanager
-def recording_proxy(target: str) -> Iterator[tuple[str, list[dict]]]:
-    """Yield (proxy base URL, list that fills with every POSTed JSON body)."""
+def recording_proxy(target: str, requests: list | None = None) -> Iterator[tuple[str, list[dict]]]:
+    """Yield (proxy base URL, list that fills with every POSTed JSON body); `requests`, when given,
+    fills with (method, path, headers) of every request, GETs included."""
     bodies: list[dict] = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(target, bodies))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(target, bodies, [] if requests is None else requests))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -30,17 +30,18 @@ def _dataset(server, results, *extra: str) -> Run:
 def native(sglang_server, tmp_path_factory):
     """The whole example (4 conversations, 5 turns) on /generate, through a proxy that keeps the bodies."""
     results = tmp_path_factory.mktemp("dataset-native")
-    with recording_proxy(sglang_server.base_url) as (url, bodies):
+    seen: list = []
+    with recording_proxy(sglang_server.base_url, seen) as (url, bodies):
         done = sparkbench("run", "dataset", "--path", EXAMPLE, "--tokenizer", str(sglang_server.model_dir),
                           "--server", url, "--max-output-tokens", str(CAP), "--warmup", "1", "--results",
                           str(results), "--no-progress", "--header", f"X-Trace: {SECRET}",
                           "--extra-body", '{"return_logprob": true}')
     assert done.returncode == 0, done.stderr
-    return Run.load(only_run_dir(results)), bodies
+    return Run.load(only_run_dir(results)), bodies, seen
 
 
 def test_each_row_is_sent_with_its_own_length_and_counted_as_the_server_counts(native):
-    run, _ = native
+    run, _, _ = native
     records = run.requests.set_index("prompt_id")
     assert list(records.index) == ["dataset-0", "dataset-1", "dataset-2", "dataset-3", "dataset-3/turn2"]
     assert (records["status"] == "ok").all()
@@ -56,7 +57,7 @@ def test_each_row_is_sent_with_its_own_length_and_counted_as_the_server_counts(n
 
 
 def test_the_extra_body_reaches_the_engine_and_the_run_records_both(native):
-    run, bodies = native
+    run, bodies, _ = native
     generate = [body for body in bodies if "sampling_params" in body]
     assert len(generate) == 6 and all(body["return_logprob"] is True for body in generate)
     metas = [json.loads(raw) for raw in run.requests["meta_info_json"]]
@@ -80,3 +81,12 @@ def test_the_chat_api_takes_the_rows_as_messages(sglang_server, tmp_path):
     system_row = json.loads(records.loc["dataset-2", "item_json"])
     assert system_row["chat_messages"][0]["role"] == "system"
     assert abs(system_row["counted_input_tokens"] - records.loc["dataset-2", "prompt_tokens"]) <= 1
+
+
+def test_every_request_carries_the_users_header(native):
+    """Detection, server facts, the guard's probes, the requests and the metrics scrapes: a gateway
+    that wants the header sees it on each."""
+    _, _, seen = native
+    assert {method for method, _, _ in seen} == {"GET", "POST"}
+    assert all(headers.get("x-trace") == SECRET for _, _, headers in seen), [
+        (method, path) for method, path, headers in seen if headers.get("x-trace") != SECRET]
