@@ -16,15 +16,11 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
 import pytest
 
-from harness.guard.profiles import load_profile
-from harness.run.embedded import embedded_server
 from harness.testbed.envs import cache_root, ensure_model
 from harness.testbed.variants import ensure_rounded_head_model
 from tests.e2e.budget import Tally, cost_table, load_budget, over_budget
@@ -91,7 +87,7 @@ def pool_plan(items: list[pytest.Item]) -> tuple[list[str], dict[str, str]]:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test with the engines of the pooled servers it uses (`pytest -m llamacpp`)."""
     for item in items:
-        for engine in sorted({load_profile(SERVED[name].profile).engine for name in servers_of(item)}):
+        for engine in sorted({SERVED[name].engine for name in servers_of(item)}):
             item.add_marker(engine)
 
 
@@ -176,13 +172,6 @@ def sglang_server(request: pytest.FixtureRequest) -> LiveServer:
 def llamacpp_synth_servers(llamacpp_synth2_server, llamacpp_synth3_server) -> dict[float, LiveServer]:
     """llama.cpp with synthetic acceptance at known mean accept lengths 2.0 and 3.0, by length."""
     return {2.0: llamacpp_synth2_server, 3.0: llamacpp_synth3_server}
-
-
-@contextmanager
-def launched(profile: str, label: str | None = None, model_dir: Path | None = None) -> Iterator[LiveServer]:
-    """A server of `profile` (a name or a YAML path) of one test's own, stopped when it is done."""
-    with embedded_server(profile, model_dir=model_dir, log_name=f"e2e-{label or profile}") as server:
-        yield LiveServer(server.base_url, server.model_dir)
 
 
 def sparkbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -49,13 +49,17 @@ class Served:
     model: Callable[[], Path] | None = None
 
     @property
+    def engine(self) -> str:
+        return load_profile(self.profile).engine
+
+    @property
     def heavy(self) -> bool:
-        return load_profile(self.profile).engine not in LIGHT_ENGINES
+        return self.engine not in LIGHT_ENGINES
 
 
 def generation_tokens(served: Served, base_url: str) -> float | None:
     """The server's own count of the output tokens it has generated (None: not exported or not read)."""
-    engine = engine_named(load_profile(served.profile).engine)
+    engine = engine_named(served.engine)
     series = by_role(engine.server_series)[GENERATION_TOKENS]
     try:
         text = httpx.get(f"{base_url}/metrics", timeout=10).text
