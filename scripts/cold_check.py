@@ -3,7 +3,7 @@
 `make cold-check` (or `python3 scripts/cold_check.py [--root DIR] [--ref REF]`) clones REF (default
 HEAD) into a new folder, points every cache the project writes at DIR (SPARKBENCH_CACHE=DIR/sparkbench,
 UV_CACHE_DIR=DIR/uv, PIP_CACHE_DIR=DIR/pip; default: a new temporary folder, which must be empty), and
-runs `make bench-synthetic` then `make test` there: the cold pass. Then a second fresh clone runs the
+runs `make bench-synthetic` then `make test` there (or `--targets a,b`): the cold pass. Then a second fresh clone runs the
 same two commands with the caches the first pass filled: the warm pass. It prints each command's wall
 time, CPU time and load average, with make's own stage table (scripts/stage_times.py), and exits
 non-zero when a command fails (`--warm-only` repeats the warm pass on filled caches). `--root ~/.cache` on a machine with no ~/.cache checks a truly new
@@ -52,9 +52,9 @@ def stage_table(clone: Path) -> str:
     return "\n".join("    " + line for line in done.stdout.splitlines())
 
 
-def run_pass(label: str, ref: str, root: Path, env: dict[str, str]) -> bool:
+def run_pass(label: str, ref: str, root: Path, env: dict[str, str], targets: list[str]) -> bool:
     clone = fresh_clone(ref, Path(tempfile.mkdtemp(prefix=f"sparkbench-{label}-")) / "clone")
-    for target in COMMANDS:
+    for target in targets:
         (clone / ".stage-times.tsv").write_text("")
         figures = timed_make(clone, target, env, root / "logs" / f"{label}-{target}.log")
         print(f"{label} make {target:15s} {figures['wall_s']:7.1f} s wall  {figures['cpu_s']:7.1f} s CPU  "
@@ -71,6 +71,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, help="folder for every cache (must be empty or absent)")
     parser.add_argument("--ref", default="HEAD", help="commit to check (default HEAD)")
+    parser.add_argument("--targets", default=",".join(COMMANDS),
+                        help="make targets, comma-separated, run in order in each pass (default: %(default)s)")
     parser.add_argument("--cold-only", action="store_true", help="skip the warm pass")
     parser.add_argument("--warm-only", action="store_true", help="only the warm pass, on caches an earlier check filled")
     args = parser.parse_args()
@@ -84,9 +86,10 @@ def main() -> int:
                             capture_output=True, text=True, check=True).stdout.strip()
     print(f"cold check of {commit} on {os.uname().nodename}, {os.cpu_count()} cores, "
           f"{time.strftime('%Y-%m-%d %H:%M %Z')}; caches under {root}", flush=True)
-    ok = args.warm_only or run_pass("cold", commit, root, env)
+    targets = [target for target in args.targets.split(",") if target]
+    ok = args.warm_only or run_pass("cold", commit, root, env, targets)
     if ok and not args.cold_only:
-        ok = run_pass("warm", commit, root, env)
+        ok = run_pass("warm", commit, root, env, targets)
     return 0 if ok else 1
 
 
