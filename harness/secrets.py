@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import base64
 import os
-import re
 from urllib.parse import unquote, urlsplit
+
+import regex
 
 API_KEY_VARIABLES = ("SPARKBENCH_API_KEY", "OPENAI_API_KEY")  # first one set wins
 API_KEY_FLAG = "--api-key"
@@ -22,9 +23,12 @@ MASK = "***"
 # first letter. A match may begin only where such a run begins (the lookbehind), and every
 # quantifier is possessive, so no character is scanned more than twice: linear in the text, where
 # a pattern free to start inside a run rescans it from every position (quadratic on a long word).
-_URL_USERINFO = re.compile(
+# The patterns are `regex`'s, not `re`'s: matched with `concurrent=True` they let go of the
+# interpreter lock while they scan, so a signal is answered while the record writer's thread
+# redacts a field of tens of MiB (`re` holds the lock for the whole pass).
+_URL_USERINFO = regex.compile(
     r"(?<![A-Za-z0-9+.-])(?P<lead>[0-9+.-]*+)(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*+://)[^/@\s\"']++@")
-_AUTH_VALUE = re.compile(r"(?P<scheme>\b(?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+_AUTH_VALUE = regex.compile(r"(?P<scheme>\b(?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]+", regex.IGNORECASE)
 MIN_SECRET_CHARS = 8  # shorter values could match ordinary text (or an embedded figure); masked in URLs and headers only
 _remembered: set[str] = set()
 
@@ -74,8 +78,8 @@ def auth_headers(key: str | None) -> dict[str, str]:
 def redact(text: str) -> str:
     """`text` with the user info of every URL, every `Bearer`/`Basic` credential and every
     remembered secret replaced by MASK: the one redaction of everything written."""
-    text = _URL_USERINFO.sub(lambda m: f"{m.group('lead')}{m.group('scheme')}{MASK}@", text)
-    text = _AUTH_VALUE.sub(lambda m: f"{m.group('scheme')}{MASK}", text)
+    text = _URL_USERINFO.sub(lambda m: f"{m.group('lead')}{m.group('scheme')}{MASK}@", text, concurrent=True)
+    text = _AUTH_VALUE.sub(lambda m: f"{m.group('scheme')}{MASK}", text, concurrent=True)
     for secret in sorted(_remembered, key=len, reverse=True):
         text = text.replace(secret, MASK)
     return text

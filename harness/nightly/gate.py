@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -26,6 +25,7 @@ from harness.metrics.catalogue import ACCURACY as ACCURACY_KIND
 from harness.metrics.catalogue import compared_stats, gated
 from harness.metrics.stats import tail_certified
 from harness.nightly.config import NightlyConfig
+from harness.records.atomic import write_text_atomically
 
 # From the metric catalogue: (metric, stat, +1 when higher is better / -1 when lower is better) of
 # the metrics gated on their interval, and the accuracies gated on McNemar's test (each of them).
@@ -59,11 +59,9 @@ def pinned_baseline(config: NightlyConfig) -> dict[str, str]:
 
 
 def pin_baseline(config: NightlyConfig, runs: dict[str, Path]) -> None:
-    """Write baseline.json through a temporary file and a rename: a reader never sees half of it."""
+    """Write baseline.json whole or not at all (a full disk leaves the last pin as it was)."""
     config.baseline_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = config.baseline_file.with_name(f"{config.baseline_file.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({k: str(v) for k, v in runs.items()}, indent=2), encoding="utf-8")
-    tmp.replace(config.baseline_file)
+    write_text_atomically(config.baseline_file, json.dumps({k: str(v) for k, v in runs.items()}, indent=2))
 
 
 def _regressed(direction: int, change: float, low: float, high: float, threshold: float) -> bool:

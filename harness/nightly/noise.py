@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 from pathlib import Path
 
 from harness.analysis.compare import baseline_rows
 from harness.analysis.run import Run
 from harness.errors import SparkbenchError
+from harness.records.atomic import write_text_atomically
 
 NOISE_NAME = "noise.json"
 
@@ -47,12 +47,10 @@ def measure_noise(repeats: list[Run], pairs: list[tuple[str, str]]) -> dict[str,
 
 
 def write_noise(state_dir: Path, noise: dict[str, dict[str, float]]) -> None:
-    """noise.json: workload -> {"metric stat": spread}, through a temporary file and a rename."""
+    """noise.json: workload -> {"metric stat": spread}, whole or not at all."""
     path = Path(state_dir) / NOISE_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(noise, indent=2, sort_keys=True), encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomically(path, json.dumps(noise, indent=2, sort_keys=True))
 
 
 def read_noise(state_dir: Path) -> dict[str, dict[str, float]]:

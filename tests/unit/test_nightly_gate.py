@@ -12,7 +12,9 @@ import pytest
 
 from harness.errors import SparkbenchError
 from harness.nightly.config import DEFAULT_THRESHOLDS, NightlyConfig, load_config
-from harness.nightly.gate import certified_minimum, verdicts
+from harness.nightly.gate import certified_minimum, pin_baseline, pinned_baseline, verdicts
+from harness.nightly.noise import NOISE_NAME, read_noise, write_noise
+from tests.fakes.full_disk import filling_at
 
 pytestmark = pytest.mark.cli  # runs the command line in subprocesses: left out of `make test-quick`
 
@@ -180,3 +182,23 @@ def test_compare_produces_every_gated_metric_for_every_workload(tmp_path):
         if entry.scorer is not None:
             wanted |= {pair for pair in ACCURACIES if pair[0] == entry.scorer.accuracy_metric}
         assert wanted <= produced, name
+
+
+def test_a_disk_that_fills_while_the_pin_is_saved_keeps_the_last_pin_and_its_noise_whole(tmp_path, monkeypatch):
+    """baseline.json and noise.json are saved whole or not at all: the second pin's saves fail half
+    written, a one-line error each names the file, and the first pin reads back as it was, with
+    nothing left beside it."""
+    config = NightlyConfig(state_dir=tmp_path)
+    pin_baseline(config, {"synthetic": tmp_path / "night-1"})
+    write_noise(tmp_path, {"synthetic": {"decode_tok_s mean": 0.01}})
+    saved = sorted(path.name for path in tmp_path.iterdir())
+    filling_at(monkeypatch, config.baseline_file.name)
+    with pytest.raises(SparkbenchError, match=f"^cannot write {config.baseline_file}: disk full"):
+        pin_baseline(config, {"synthetic": tmp_path / "night-2"})
+    filling_at(monkeypatch, NOISE_NAME)
+    with pytest.raises(SparkbenchError, match="^cannot write .*noise.json: disk full"):
+        write_noise(tmp_path, {"synthetic": {"decode_tok_s mean": 0.5}})
+    monkeypatch.undo()
+    assert pinned_baseline(config) == {"synthetic": str(tmp_path / "night-1")}
+    assert read_noise(tmp_path) == {"synthetic": {"decode_tok_s mean": 0.01}}
+    assert sorted(path.name for path in tmp_path.iterdir()) == saved

@@ -6,6 +6,8 @@ import re
 import resource
 import subprocess
 import sys
+import threading
+import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -71,3 +73,31 @@ def test_redaction_of_megabytes_of_adversarial_words_fits_a_cpu_budget():
     done = subprocess.run([sys.executable, "-c", ADVERSARIAL_MB], preexec_fn=limit_cpu, capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_main_thread_runs_while_another_thread_redacts():
+    """The record writer redacts in its own thread; the main thread (the event loop, and every
+    signal's answer) must get the interpreter back while a pattern scans a huge field, not after.
+    With the switch interval made longer than the test, the main thread can run during the
+    redaction only if the scan lets go of the lock itself: `re` never does, so its count would not
+    move between the writer's two readings."""
+    ticks, seen, done = [0], {}, threading.Event()
+
+    def writer() -> None:
+        seen["before"] = ticks[0]
+        redact("a1" * 4_000_000 + " https://alice:s3cr3t-word@host/")
+        seen["after"] = ticks[0]
+        done.set()
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)
+    try:
+        thread = threading.Thread(target=writer)
+        thread.start()
+        while not done.is_set():
+            ticks[0] += 1
+            time.sleep(0)  # lets the writer take the lock: the only way it gets it at this interval
+        thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert seen["after"] > seen["before"], seen
