@@ -47,6 +47,7 @@ SERVED = {
     "real_sglang_e4m1_head_server": Served("cpu-real", partial(ensure_rounded_head_model, "e4m1", real=True)),
     "real_sglang_ngram_server": Served("cpu-real-ngram"),
     "real_sglang_standalone_server": Served("cpu-real-standalone"),
+    "real_vllm_server": Served("vllm-cpu-real"),
     "real_vllm_ngram_server": Served("vllm-cpu-real-ngram"),
     "real_llamacpp_server": Served("llamacpp-cpu-real"),
     "real_llamacpp_draft_server": Served("llamacpp-cpu-real-draft"),

@@ -87,19 +87,22 @@ def test_the_gap_design_runs_and_attributes_on_llamacpp(real_llamacpp_server, re
     assert (fixed["plain_mean_output_tokens"] == FIXED).all() and (fixed["spec_mean_output_tokens"] == FIXED).all()
 
 
-def _greedy_gsm8k(server, results, limit: int) -> Path:
-    done = sparkbench("run", "gsm8k", "--server", server.base_url, "--limit", str(limit), "--max-new-tokens", "160",
-                      "--temperature", "0", "--results", str(results), "--no-progress")
+def _greedy_gsm8k(server, results, limit: int, profile: str) -> Path:
+    done = sparkbench("run", "gsm8k", "--server", server.base_url, "--profile", profile, "--limit", str(limit),
+                      "--max-new-tokens", "160", "--temperature", "0", "--results", str(results), "--no-progress")
     assert done.returncode == 0, done.stderr
     return only_run_dir(results)
 
 
 def test_two_engines_on_the_same_weights_are_compared_question_by_question(
-        real_llamacpp_server, real_vllm_ngram_server, tmp_path):
-    """GSM8K on llama.cpp (the GGUF) and on vLLM (the checkpoint converted from it): the accuracy
-    change is paired by question, with the exact McNemar p-value of its discordant questions."""
-    runs = [_greedy_gsm8k(server, tmp_path / name, GSM8K_PAIRED)
-            for name, server in (("llamacpp", real_llamacpp_server), ("vllm", real_vllm_ngram_server))]
+        real_llamacpp_server, real_vllm_server, tmp_path):
+    """GSM8K on llama.cpp (the GGUF) and on plain vLLM (the checkpoint converted from it), each
+    under its real-model profile, whose guard passes: the accuracy change is paired by question,
+    with the exact McNemar p-value of its discordant questions."""
+    served = (("llamacpp-cpu-real", real_llamacpp_server), ("vllm-cpu-real", real_vllm_server))
+    runs = [_greedy_gsm8k(server, tmp_path / profile, GSM8K_PAIRED, profile) for profile, server in served]
+    for run in runs:
+        assert json.loads((run / "manifest.json").read_text())["guard"]["ok"], run
     flags = [pd.read_parquet(run / "questions.parquet").set_index("question_index")["correct_strict"] for run in runs]
     row = compare_runs(runs).query("metric == 'gsm8k_accuracy_strict' and p_value == p_value").iloc[0]
     assert row["paired"] and row["n"] == GSM8K_PAIRED
