@@ -175,7 +175,13 @@ def llamacpp_synth_servers(llamacpp_synth2_server, llamacpp_synth3_server) -> di
     return {2.0: llamacpp_synth2_server, 3.0: llamacpp_synth3_server}
 
 
-def sparkbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+# Only a hang guard, never a speed assertion: a loaded 2-core host has taken minutes for what an idle
+# one does in seconds (the real model's gap design under other work passed 600 s), so the bound is
+# far above any run a test makes and below CI's own limit.
+HANG_GUARD_S = 3600
+
+
+def sparkbench(*args: str, timeout: float = HANG_GUARD_S) -> subprocess.CompletedProcess:
     """Run the real command line, as a user would."""
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
                           timeout=timeout)

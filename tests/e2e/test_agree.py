@@ -13,7 +13,7 @@ import nbclient
 import nbformat
 import pandas as pd
 
-from tests.e2e.conftest import LiveServer, only_run_dir, sparkbench
+from tests.e2e.conftest import HANG_GUARD_S, LiveServer, only_run_dir, sparkbench
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "agreement.ipynb"
 QUESTIONS = 4
@@ -84,7 +84,7 @@ def test_notebook_rebuilds_the_agreement_tables(sglang_server, tmp_path, monkeyp
     run = agree(sglang_server, sglang_server, tmp_path, "--limit", "1")
     monkeypatch.setenv("SPARKBENCH_AGREE_RUNS", str(run))
     notebook = nbformat.read(NOTEBOOK, as_version=4)
-    nbclient.NotebookClient(notebook, kernel_name="python3", timeout=300,
+    nbclient.NotebookClient(notebook, kernel_name="python3", timeout=HANG_GUARD_S,
                             resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
     outputs = [out for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs]
     assert any("top-1 agreement 100.00%" in out.get("text", "") for out in outputs)

@@ -16,7 +16,7 @@ from harness.analysis.run import Run
 from harness.records.rundir import load_manifest
 from harness.report.report import build_report
 from tests.bench_report_screenshot import find_browser, ink_share, layout, screenshot
-from tests.e2e.conftest import only_run_dir, sparkbench
+from tests.e2e.conftest import HANG_GUARD_S, only_run_dir, sparkbench
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "analysis.ipynb"
 PROMPTS, OUTPUT = 4, 16
@@ -95,7 +95,7 @@ def test_the_report_in_a_real_browser_opens_with_the_headline(two_runs, tmp_path
 def test_notebook_executes_against_the_runs(two_runs, monkeypatch):
     monkeypatch.setenv("SPARKBENCH_RUNS", ":".join(str(d) for d in two_runs))
     notebook = nbformat.read(NOTEBOOK, as_version=4)
-    nbclient.NotebookClient(notebook, kernel_name="python3", timeout=300,
+    nbclient.NotebookClient(notebook, kernel_name="python3", timeout=HANG_GUARD_S,
                             resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
     streams = "".join(out.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
                       for out in cell.outputs)

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from harness.nightly.history import read_history
+from tests.e2e.conftest import HANG_GUARD_S
 
 # Two runs of the same configuration on this 2-core test bed (client and server share the cores)
 # were seen 25% apart in decode throughput; the test config therefore gates at 50% (TTFT, a few
@@ -38,7 +39,7 @@ def write_config(folder: Path, server: str, workloads: list[dict], name: str = "
 
 def nightly(config: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness.cli", "nightly", "--config", str(config), *extra],
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
 
 
 def synthetic(model_dir: Path, prompts: int = 4, output_tokens: int = 64) -> dict:

@@ -22,11 +22,14 @@ and the server's own output-token counter matches the client's records (no warni
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from harness.analysis.run import Run
-from harness.analysis.telemetry import in_flight_check, telemetry_warnings
+from harness.analysis.telemetry import in_flight_check, measured_window, telemetry_warnings
 from harness.engines.series import RUNNING
+from harness.metrics.timeline import NS_PER_S
 from harness.report.timeline import plot_run_timeline
 from tests.e2e.conftest import only_run_dir, sparkbench, synthetic_args
 
@@ -35,14 +38,30 @@ PROMPTS = {1: 6, 4: 12}
 AGREE_SHARE = 0.75
 SCRAPE_S = 0.25
 MIN_SCRAPES = 2  # scrapes inside the measured window (vLLM's /metrics can take a second to answer on 2 cores)
+RESIZES = 2  # at most this many longer runs where a run ended before its scrapes
 HELD_STREAMS = "vllm"  # the engine whose test-bed streams reach the client late
 
 
-def _telemetry_run(server, results, concurrency: int) -> Run:
-    done = sparkbench(*synthetic_args(server, results, PROMPTS[concurrency], INPUT, OUTPUT,
+def _one_run(server, results, prompts: int, concurrency: int) -> Run:
+    done = sparkbench(*synthetic_args(server, results, prompts, INPUT, OUTPUT,
                                       "--concurrency", str(concurrency), "--scrape-interval", str(SCRAPE_S)))
     assert done.returncode == 0, done.stderr
     return Run.load(only_run_dir(results))
+
+
+def _telemetry_run(server, results, concurrency: int) -> Run:
+    """A run long enough for the scrapes the tests read: sized by what it must observe, not by a
+    count. On a host fast enough to finish before MIN_SCRAPES scrapes, the run is repeated with its
+    prompts scaled by the window it had against the window the scrapes need."""
+    prompts = PROMPTS[concurrency]
+    for attempt in range(RESIZES + 1):
+        run = _one_run(server, results / f"attempt-{attempt}", prompts, concurrency)
+        window = measured_window(run)
+        if len(in_flight_check(run)) >= MIN_SCRAPES or window is None:
+            return run
+        seconds = max((window[1] - window[0]) / NS_PER_S, SCRAPE_S / 4)
+        prompts = math.ceil(prompts * (MIN_SCRAPES + 2) * SCRAPE_S / seconds)
+    return run
 
 
 @pytest.fixture(scope="module", params=["sglang_server", "vllm_server", "llamacpp_server"])

@@ -29,6 +29,15 @@ EXPECTED = {  # (fault, client) -> flags
     # SGLang's native chunks carry the running count even without text: the client still sees each step.
     ("textless", "sglang"): set(),
 }
+# A healthy stream paced so that no scheduling stall can fake a fault: half its tokens (the burst
+# rule's share) take 24 x 50 ms = 1.2 s, far longer than a busy 2-core host ever holds the client
+# back. A held-back answer is flagged however fast it was made, so the faults keep a quick pace.
+HEALTHY_STEP_S = 0.05
+FAULTY_STEP_S = 0.003
+
+
+def step_of(fault: str) -> float:
+    return HEALTHY_STEP_S if fault in ("none", "textless") else FAULTY_STEP_S
 
 
 def record_of(backend, base_url: str, seq: int = 0) -> RequestRecord:
@@ -44,7 +53,7 @@ def record_of(backend, base_url: str, seq: int = 0) -> RequestRecord:
 
 @pytest.mark.parametrize(("fault", "client"), sorted(EXPECTED))
 def test_each_fault_is_flagged_and_a_healthy_stream_is_not(fault, client):
-    with serving(Script(fault=fault, step_s=0.003)) as url:
+    with serving(Script(fault=fault, step_s=step_of(fault))) as url:
         row = derive_requests(to_frame([record_of(BACKENDS[client](), url)])).iloc[0]
     assert row["completion_tokens"] == TOKENS
     assert {flag for flag in ALL_THREE if row[flag]} == EXPECTED[fault, client]
@@ -54,7 +63,7 @@ def test_each_fault_is_flagged_and_a_healthy_stream_is_not(fault, client):
 def test_flagged_requests_stay_out_of_timing_statistics():
     records = []
     for seq, fault in enumerate(["none", "none", "buffer_all", "buffer_half"]):
-        with serving(Script(fault=fault, step_s=0.003)) as url:
+        with serving(Script(fault=fault, step_s=step_of(fault))) as url:
             records.append(record_of(OpenAIBackend(engine="vllm"), url, seq))
     summary = summarize(to_frame(records), "r", "synthetic").set_index(["metric", "stat"])["value"]
     assert summary["requests_flagged", "value"] == 2
