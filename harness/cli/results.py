@@ -128,3 +128,23 @@ def _own_reports(chosen: list[Path], out: Path) -> list[tuple[Path, Path]]:
         if matched:
             return [write(d) for d in matched]
     return []
+
+
+@app.command("fidelity")
+def fidelity(
+    plain_run: Annotated[Path, typer.Argument(help="The plain (non-speculative) run directory.")],
+    spec_run: Annotated[Path, typer.Argument(help="The speculative run of the same prompts.")],
+    server: Annotated[str, typer.Option(help="The plain server's URL: it scores where the two parted.")],
+    near_tie: Annotated[Optional[float], typer.Option(min=0.0, help="Largest log-probability gap, nats, that a "
+                                                                   "near tie may explain (default: 1.0).")] = None,
+) -> None:
+    """Did speculation change an answer? Greedy pairs by prompt: identical, parted at a near tie of the
+    plain model (numerics), or parted on a token plain does not tie (defect). Writes fidelity.csv and
+    fidelity.json into the speculative run; exit 1 when an answer changed."""
+    from harness.analysis.fidelity import NEAR_TIE_NATS
+    from harness.fidelity_check import check_run_pair
+
+    outcome = check_run_pair(plain_run, spec_run, server, NEAR_TIE_NATS if near_tie is None else near_tie)
+    print(outcome["verdict"])
+    if outcome["defect"]:
+        raise typer.Exit(1)

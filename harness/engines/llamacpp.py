@@ -33,7 +33,7 @@ from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreach
 from harness.engines.meta import NO_SPECULATION, lookup, number, speculation_columns
 from harness.engines.prometheus import spec_decode_counters
 from harness.engines.registry import Engine, register, register_api
-from harness.engines.scoring import post_json
+from harness.engines.scoring import ScoredTokens, post_json, read_answer
 from harness.engines.series import (
     GENERATION_TOKENS,
     KV_USAGE,
@@ -252,6 +252,17 @@ class LlamaCppEngine(Engine):
                 "return_tokens": True, "cache_prompt": False, "stream": False}
         return [int(i) for i in post_json(http, base_url + COMPLETION, body).get("tokens") or []]
 
+    def top_next(self, http: httpx.Client, base_url: str, prompt: str, prefix_ids: list[int],
+                 k: int) -> list[tuple[int, float]]:
+        """One `/completion` step with `n_probs`: the prompt given as text and ids together (the
+        server tokenizes the text as the benchmark request did), the prompt cache off so the answer
+        depends on this prompt alone; log-probabilities of the full distribution, before sampling."""
+        body = {"prompt": [prompt, *prefix_ids], "n_predict": 1, "temperature": 0.0, "n_probs": k,
+                "cache_prompt": False, "stream": False}
+        answer = post_json(http, base_url + COMPLETION, body)
+        top = read_answer(base_url, 1, lambda: _top_of(answer))
+        return list(zip(top.top_ids[0], top.top_logprobs[0]))
+
     def server_facts(self, snapshot: dict[str, Any], launch_args: tuple[str, ...]) -> dict[str, Any]:
         return llamacpp_server_facts(snapshot.get("props") or {}, snapshot.get("slots"), launch_args)
 
@@ -264,3 +275,10 @@ class LlamaCppEngine(Engine):
         bed's folder also holds `draft.gguf` and the tokenizer that synthetic prompts are drawn from)."""
         model = Path(model)
         return [self.model_flag, str(model if model.suffix == ".gguf" else model / MODEL_FILE)]
+
+
+def _top_of(answer: dict[str, Any]) -> ScoredTokens:
+    """The first generated position's `top_logprobs` as a one-position `ScoredTokens`."""
+    first = answer["completion_probabilities"][0]
+    top = first["top_logprobs"]
+    return ScoredTokens([float(first["logprob"])], [[int(t["id"]) for t in top]], [[float(t["logprob"]) for t in top]])

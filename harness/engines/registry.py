@@ -116,6 +116,12 @@ class Engine:
         """The token ids of the server's greedy continuation of `prompt_ids`."""
         raise cannot_score(self.name, base_url)
 
+    def top_next(self, http: httpx.Client, base_url: str, prompt: str, prefix_ids: list[int],
+                 k: int) -> list[tuple[int, float]]:
+        """The server's top-k next tokens (id, log-probability in nats) after the prompt text and
+        the output ids `prefix_ids` (`harness.analysis.fidelity`)."""
+        raise cannot_score(self.name, base_url)
+
 
 def register(cls: type[Engine]) -> type[Engine]:
     """Class decorator: make the adapter findable by its `name`."""
