@@ -18,9 +18,6 @@ from harness.analysis import fidelity
 from harness.analysis.run import Run
 from harness.records.atomic import write_text_atomically
 
-CHECKS_FILE = "fidelity.csv"
-SUMMARY_FILE = "fidelity.json"
-
 
 def check_run_pair(plain_dir: Path, spec_dir: Path, server_url: str, near_tie: float) -> dict:
     plain, spec = Run.load(plain_dir), Run.load(spec_dir)
@@ -33,6 +30,6 @@ def check_run_pair(plain_dir: Path, spec_dir: Path, server_url: str, near_tie: f
         checks = fidelity.check_runs(plain.requests, spec.requests, top_next, near_tie)
     outcome = {**fidelity.summary(checks, near_tie), "plain_run": plain_dir.name, "spec_run": spec_dir.name,
                "server": server_url}
-    write_text_atomically(spec_dir / CHECKS_FILE, checks.to_csv(index=False))
-    write_text_atomically(spec_dir / SUMMARY_FILE, json.dumps(outcome, indent=1) + "\n")
+    write_text_atomically(spec_dir / fidelity.CHECKS_FILE, checks.to_csv(index=False))
+    write_text_atomically(spec_dir / fidelity.SUMMARY_FILE, json.dumps(outcome, indent=1) + "\n")
     return outcome

@@ -30,6 +30,8 @@ import pandas as pd
 # below its choice is more than e times less likely than it, which no kernel path explains.
 NEAR_TIE_NATS = 1.0
 TOP_K = 10
+CHECKS_FILE = "fidelity.csv"  # one row per pair, in the speculative run's folder
+SUMMARY_FILE = "fidelity.json"  # counts, margins, verdict (the report reads it)
 VERDICTS = ("identical", "numerics", "defect", "unmeasured")
 
 # (prompt text, common output prefix ids, k) -> the plain server's top-k [(token id, logprob)]

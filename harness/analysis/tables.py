@@ -9,10 +9,12 @@ key figures of comparable runs side by side with their changes against the basel
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 
 import pandas as pd
 
+from harness.analysis.fidelity import SUMMARY_FILE as FIDELITY_SUMMARY
 from harness.analysis.repeats import repetition_table
 from harness.analysis.run import Run
 from harness.analysis.telemetry import telemetry_warnings
@@ -200,4 +202,13 @@ def run_warnings(run: Run) -> list[str]:
         warnings.append(f"configuration guard skipped ({record.guard.skipped})")
     if record.allow_buffered:
         warnings.append("measured with --allow-buffered: the canary did not stream its tokens as made")
-    return warnings + telemetry_warnings(run)
+    return warnings + telemetry_warnings(run) + fidelity_lines(run)
+
+
+def fidelity_lines(run: Run) -> list[str]:
+    """The verdict of `sparkbench fidelity` on this (speculative) run, where it was checked."""
+    path = run.path / FIDELITY_SUMMARY
+    if not path.is_file():
+        return []
+    outcome = json.loads(path.read_text())
+    return [f"speculation fidelity against {outcome['plain_run']}: {outcome['verdict']}"]

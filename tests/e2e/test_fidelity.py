@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.analysis.run import Run
+from harness.analysis.tables import run_warnings
 from tests.e2e.conftest import only_run_dir, sparkbench
 from tests.e2e.proxy import corrupt_token, recording_proxy
 
@@ -50,3 +52,5 @@ def test_a_server_that_corrupts_a_token_is_caught(plain_run, real_llamacpp_serve
         spec = _greedy(url, tmp_path)
     code, outcome = _fidelity(plain_run, spec, real_llamacpp_server)
     assert code == 1 and outcome["defect"] >= 1 and outcome["verdict"].startswith("CHANGED"), outcome
+    # the report's warnings of the speculative run carry the verdict
+    assert any("CHANGED" in line for line in run_warnings(Run.load(spec))), run_warnings(Run.load(spec))
