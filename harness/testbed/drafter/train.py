@@ -21,11 +21,11 @@ import json
 import math
 import random
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
 from harness.testbed.drafter import prompts
 from harness.testbed.drafter.eagle3 import DraftShape, Eagle3Draft
@@ -64,23 +64,28 @@ def continue_prompts(model, tokenizer, prompt_ids: list[list[int]], new_tokens: 
     return pairs
 
 
-def make_sequences(model, tokenizer, args) -> dict[str, list[dict]]:
-    """Training sequences: token ids and the index from which the loss counts."""
+def make_sequences(model, tokenizer, args) -> list[dict]:
+    """Training sequences (token ids, the index from which the loss counts), made batch by batch in
+    turn from the four groups (GSM8K / synthetic x greedy / sampled) until `--data-seconds` are spent,
+    so a slower machine trains on fewer sequences of the same mix instead of running out of time."""
     texts = prompts.gsm8k_texts("train", args.gsm8k)
     gsm_ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
     shared = texts[0][:prompts.gsm8k_question_start(texts[0])]  # the five shots, the same in every prompt
     loss_from = len(tokenizer(shared, add_special_tokens=False)["input_ids"])
     synth = prompts.random_token_prompts(args.target, args.synthetic, args.synthetic_len, prompts.TRAIN_STREAM)
-    half_g, half_s = len(gsm_ids) // 2, len(synth) // 2
-    out = []
-    for ids_list, sampled, stop, frm in (
-        (gsm_ids[:half_g], False, True, loss_from), (gsm_ids[half_g:], True, True, loss_from),
-        (synth[:half_s], False, False, args.synthetic_len), (synth[half_s:], True, False, args.synthetic_len),
-    ):
-        for ids, cont in continue_prompts(model, tokenizer, ids_list, args.new_tokens, sampled, args.gen_batch, stop):
-            out.append({"ids": ids + cont, "loss_from": frm, "content": "synthetic" if not stop else "gsm8k",
-                        "sampled": sampled})
-    return {"train": out}
+    groups = [(gsm_ids[0::2], False, "gsm8k", loss_from), (gsm_ids[1::2], True, "gsm8k", loss_from),
+              (synth[0::2], False, "synthetic", args.synthetic_len), (synth[1::2], True, "synthetic", args.synthetic_len)]
+    batch = max(1, args.gen_batch // 4) if args.gen_batch >= 4 else 1
+    out, start = [], time.monotonic()
+    for offset in range(0, max(len(g[0]) for g in groups), batch):
+        for ids_list, sampled, content, frm in groups:
+            chunk = ids_list[offset:offset + batch]
+            if not chunk or time.monotonic() - start > args.data_seconds:
+                continue
+            stop = content == "gsm8k"
+            for ids, cont in continue_prompts(model, tokenizer, chunk, args.new_tokens, sampled, batch, stop):
+                out.append({"ids": ids + cont, "loss_from": frm, "content": content, "sampled": sampled})
+    return out
 
 
 def draft_vocabulary(sequences: list[dict], size: int, vocab: int) -> torch.Tensor:
@@ -228,7 +233,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--synthetic", type=int, default=1024)
     p.add_argument("--synthetic-len", type=int, default=512)
     p.add_argument("--new-tokens", type=int, default=192)
-    p.add_argument("--gen-batch", type=int, default=512)
+    p.add_argument("--gen-batch", type=int, default=1024, help="prompts continued at once (a quarter per group)")
+    p.add_argument("--data-seconds", type=float, default=180.0, help="stop making sequences after this long")
     p.add_argument("--draft-vocab", type=int, default=8192)
     p.add_argument("--steps", type=int, default=1200)
     p.add_argument("--seconds", type=float, default=240.0, help="stop training after this long")
@@ -244,7 +250,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(0)
     clock = {"start": time.monotonic()}
     model, tokenizer = load_target(args.target, args.device)
-    data = make_sequences(model, tokenizer, args)["train"]
+    data = make_sequences(model, tokenizer, args)
     clock["data_s"] = time.monotonic() - clock["start"]
     shape = DraftShape.of_target(model.config, args.draft_vocab)
     draft_ids = draft_vocabulary(data, args.draft_vocab, model.config.vocab_size).to(model.device)
@@ -254,7 +260,9 @@ def main(argv: list[str] | None = None) -> None:
     figures = heldout(model, tokenizer, draft.eval(), draft_ids, args)
     weights = export(draft, draft_ids, args.out)
     report = {"args": {k: str(v) for k, v in vars(args).items()}, "shape": vars(shape) | {},
-              "sequences": len(data), "tokens": sum(len(s["ids"]) for s in data),
+              "sequences": len(data), "mix": {f"{c}-{'sampled' if smp else 'greedy'}": n
+                                              for (c, smp), n in Counter((d["content"], d["sampled"]) for d in data).items()},
+              "tokens": sum(len(s["ids"]) for s in data),
               "counted_tokens": sum(len(s["ids"]) - s["loss_from"] for s in data),
               "data_seconds": round(clock["data_s"], 1), "train_seconds": round(clock["train_s"], 1),
               "device": torch.cuda.get_device_name() if args.device == "cuda" else args.device,
