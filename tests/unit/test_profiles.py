@@ -117,7 +117,7 @@ def test_unknown_profile_names_the_known_ones():
         load_profile("spark-turbo")
     message = str(err.value)
     assert "\n" not in message
-    assert message.startswith("unknown profile 'spark-turbo'; known profiles: cpu-real, cpu-real-ngram")
+    assert message.startswith("unknown profile 'spark-turbo'; known profiles: cpu-real, cpu-real-eagle3, cpu-real-ngram")
     assert "vllm-cpu-ngram" in message
 
 
