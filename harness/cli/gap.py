@@ -9,15 +9,20 @@ import typer
 
 from harness.cli.app import app
 
-# Profiles of the real test-bed model, per engine: (plain, n-gram speculation).
-ENGINE_PROFILES = {"llamacpp": ("llamacpp-cpu-real", "llamacpp-cpu-real-ngram"),
-                   "sglang": ("cpu-real", "cpu-real-ngram"), "vllm": ("vllm-cpu-real", "vllm-cpu-real-ngram")}
+# Profiles of the real test-bed model, per engine: the plain one, and one per drafter (n-gram lookup,
+# the project's learned EAGLE-3 drafter where the engine serves it).
+ENGINE_PROFILES = {"llamacpp": ("llamacpp-cpu-real", {"ngram": "llamacpp-cpu-real-ngram",
+                                                      "eagle3": "llamacpp-cpu-real-eagle3"}),
+                   "sglang": ("cpu-real", {"ngram": "cpu-real-ngram", "eagle3": "cpu-real-eagle3"}),
+                   "vllm": ("vllm-cpu-real", {"ngram": "vllm-cpu-real-ngram"})}
 
 
 @app.command("gap")
 def gap(
     engine: Annotated[str, typer.Option(help="Engine whose real-model profiles are launched when no --plain/--spec: "
                                              f"{', '.join(ENGINE_PROFILES)}.")] = "llamacpp",
+    drafter: Annotated[str, typer.Option(help="The speculative profile's drafter when no --plain/--spec: ngram, or "
+                                              "eagle3 (the learned drafter; llama.cpp and SGLang).")] = "ngram",
     plain: Annotated[str | None, typer.Option(help="Base URL of a running plain server (with --spec).")] = None,
     spec: Annotated[str | None, typer.Option(help="Base URL of the same engine and model speculating.")] = None,
     plain_profile: Annotated[str | None, typer.Option(help="Profile the --plain server must match (its guard runs "
@@ -61,7 +66,10 @@ def gap(
         raise SparkbenchError(f"--engine {engine!r}: choose one of {', '.join(ENGINE_PROFILES)}")
     if natural_cap < fixed_tokens:
         raise SparkbenchError(f"--natural-cap {natural_cap} is below --fixed-tokens {fixed_tokens}")
-    profiles = (plain_profile, spec_profile) if plain else ENGINE_PROFILES[engine]
+    plain_default, drafters = ENGINE_PROFILES[engine]
+    if drafter not in drafters:
+        raise SparkbenchError(f"--drafter {drafter!r}: {engine} serves {', '.join(drafters)}")
+    profiles = (plain_profile, spec_profile) if plain else (plain_default, drafters[drafter])
     folder = analyse or _run(plain, spec, profiles, GapSettings(chosen, prompts, Lengths(fixed_tokens, natural_cap),
                                                                synthetic_input_tokens, seed, tokenizer), results)
     design = load_design(folder)

@@ -20,6 +20,7 @@ from harness.errors import SparkbenchError
 from harness.guard.profiles import Profile, load_profile
 from harness.run.server import LaunchSpec, ManagedServer, PortTaken, free_port
 from harness.testbed import llamacpp, real_model
+from harness.testbed.drafter import build as drafter
 from harness.testbed.envs import MODEL_VARIANTS, TESTBED_DIR, cache_root, ensure_model, env_python
 
 STANDIN_DIR = TESTBED_DIR / "sgl_kernel_cpu"
@@ -93,6 +94,8 @@ def _model_folder(name: str, engine: str = "sglang") -> Path:
     serves), else a model folder's path."""
     if name == real_model.MODEL_NAME:
         return real_model.ensure_real_gguf() if engine in NATIVE_TESTBEDS else real_model.ensure_real_hf()
+    if name == drafter.MODEL_NAME:
+        return drafter.ensure_gguf_folder() if engine in NATIVE_TESTBEDS else drafter.ensure_hf()
     return ensure_model(name) if name in MODEL_VARIANTS else Path(name)
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from workloads.gsm8k import (
     DEFAULT_SHOT_SEED,
+    QUESTION_TEMPLATE,
     build_prompt_text,
     draw_shot_ids,
     few_shot_prefix,
@@ -27,14 +28,18 @@ TRAIN_STREAM = 7_410_001
 HELDOUT_STREAM = 7_410_002
 
 
-def gsm8k_texts(split: str, count: int | None) -> list[str]:
-    """Five-shot prompts for the first `count` questions of `split` (train: the shots left out)."""
+def gsm8k_texts(split: str, count: int | None, five_shot: bool = True) -> list[str]:
+    """Prompts for the first `count` questions of `split` (train: the shots left out), five-shot as
+    the workload sends them, or the question alone (a machine without a GPU cannot afford the
+    shared five shots in front of every training sequence)."""
     train = load_vendored_split("train")
     shots = draw_shot_ids(len(train), DEFAULT_SHOT_SEED)
-    prefix = few_shot_prefix(train, shots)
     rows = train if split == "train" else load_vendored_split(split)
     skip = set(shots) if split == "train" else set()
     questions = [row["question"] for i, row in enumerate(rows) if i not in skip]
+    if not five_shot:
+        return [QUESTION_TEMPLATE.format(question=q) for q in questions[:count]]
+    prefix = few_shot_prefix(train, shots)
     return [build_prompt_text(prefix, q) for q in questions[:count]]
 
 

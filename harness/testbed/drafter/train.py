@@ -68,9 +68,9 @@ def make_sequences(model, tokenizer, args) -> list[dict]:
     """Training sequences (token ids, the index from which the loss counts), made batch by batch in
     turn from the four groups (GSM8K / synthetic x greedy / sampled) until `--data-seconds` are spent,
     so a slower machine trains on fewer sequences of the same mix instead of running out of time."""
-    texts = prompts.gsm8k_texts("train", args.gsm8k)
+    texts = prompts.gsm8k_texts("train", args.gsm8k, five_shot=args.shots == 5)
     gsm_ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
-    shared = texts[0][:prompts.gsm8k_question_start(texts[0])]  # the five shots, the same in every prompt
+    shared = texts[0][:prompts.gsm8k_question_start(texts[0])]  # the five shots (if any), in every prompt
     loss_from = len(tokenizer(shared, add_special_tokens=False)["input_ids"])
     synth = prompts.random_token_prompts(args.target, args.synthetic, args.synthetic_len, prompts.TRAIN_STREAM)
     groups = [(gsm_ids[0::2], False, "gsm8k", loss_from), (gsm_ids[1::2], True, "gsm8k", loss_from),
@@ -230,6 +230,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--device", default="cuda")
     p.add_argument("--gsm8k", type=int, default=None, help="train questions (default: all but the shots)")
+    p.add_argument("--shots", type=int, choices=(0, 5), default=5, help="GSM8K training prompts' shots")
     p.add_argument("--synthetic", type=int, default=1024)
     p.add_argument("--synthetic-len", type=int, default=512)
     p.add_argument("--new-tokens", type=int, default=192)
