@@ -25,7 +25,7 @@ STAGES := .stage-times.tsv
 STAGE_TIMES := $(PYTHON) scripts/stage_times.py $(STAGES)
 STAGE = $(STAGE_TIMES) run
 
-.PHONY: help setup setup-ray lock lock-upgrade env-sglang env-vllm model llamacpp testbed bench-synthetic bench-gsm8k bench-specbench gap report report-shot test test-quick test-e2e test-unit lint cold-check clean
+.PHONY: help setup setup-ray lock lock-upgrade env-sglang env-vllm model llamacpp drafter testbed bench-synthetic bench-gsm8k bench-specbench gap report report-shot test test-quick test-e2e test-unit lint cold-check clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -68,7 +68,10 @@ model: env-sglang ## Build the test bed's tiny models (plain, bigram, wrong draf
 llamacpp: model ## Build llama.cpp's llama-server (CPU) from the pinned source, and the GGUF models (cached)
 	PATH=$(UV_DIR)/bin:$$PATH $(STAGE) llamacpp -- $(BIN)/python -m harness.testbed.llamacpp
 
-testbed: env-sglang env-vllm model llamacpp ## Everything the end-to-end tests need
+drafter: llamacpp ## The learned EAGLE-3 drafter of the real model from its pinned weights: checkpoint and GGUF (cached)
+	$(STAGE) drafter -- $(BIN)/python -m harness.testbed.drafter.build
+
+testbed: env-sglang env-vllm model llamacpp drafter ## Everything the end-to-end tests need
 
 bench-synthetic: setup $(EMBEDDED_DEPS) ## Synthetic 32K/2K greedy run (SERVER=URL), else the reduced embedded run
 	$(BIN)/sparkbench run synthetic $(SERVER_FLAG) $(ARGS)
@@ -79,8 +82,9 @@ bench-gsm8k: setup $(REAL_MODEL_DEPS) ## All 1,319 GSM8K questions (SERVER=URL),
 bench-specbench: setup $(REAL_MODEL_DEPS) ## Spec-Bench's 480 questions, six tasks, greedy (SERVER=URL), else a reduced embedded run on the real model
 	$(BIN)/sparkbench run specbench $(SERVER_FLAG) $(ARGS)
 
-gap: llamacpp ## The synthetic-vs-GSM8K gap by cause (content x sampling x length) on the real model, llama.cpp plain vs n-gram (ARGS=...)
-	$(BIN)/sparkbench gap $(ARGS)
+gap: llamacpp drafter ## The synthetic-vs-GSM8K gap by cause (content x sampling x length) on the real model: llama.cpp plain vs n-gram, then vs the learned EAGLE-3 drafter (ARGS=...)
+	$(BIN)/sparkbench gap --drafter ngram $(ARGS)
+	$(BIN)/sparkbench gap --drafter eagle3 $(ARGS)
 
 report: setup ## HTML and Markdown report of the latest runs (RUNS="results/a results/b" to choose)
 	$(BIN)/sparkbench report $(RUNS)

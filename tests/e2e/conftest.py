@@ -47,11 +47,13 @@ SERVED = {
     "real_sglang_e4m1_head_server": Served("cpu-real", partial(ensure_rounded_head_model, "e4m1", real=True)),
     "real_sglang_ngram_server": Served("cpu-real-ngram"),
     "real_sglang_standalone_server": Served("cpu-real-standalone"),
+    "real_sglang_eagle3_server": Served("cpu-real-eagle3"),
     "real_vllm_server": Served("vllm-cpu-real"),
     "real_vllm_ngram_server": Served("vllm-cpu-real-ngram"),
     "real_llamacpp_server": Served("llamacpp-cpu-real"),
     "real_llamacpp_draft_server": Served("llamacpp-cpu-real-draft"),
     "real_llamacpp_ngram_server": Served("llamacpp-cpu-real-ngram"),
+    "real_llamacpp_eagle3_server": Served("llamacpp-cpu-real-eagle3"),
 }
 POOL = pytest.StashKey[ServerPool]()
 TALLY = pytest.StashKey[Tally]()

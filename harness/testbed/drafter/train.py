@@ -30,6 +30,7 @@ import torch
 from harness.testbed.drafter import prompts
 from harness.testbed.drafter.eagle3 import DraftShape, Eagle3Draft
 from harness.testbed.drafter.rounds import tokens_per_round
+from workloads.gsm8k import STOP_STRINGS
 
 SAMPLED = {"temperature": 0.6, "top_p": 0.95, "top_k": 29}
 STEP_WEIGHTS = (1.0, 0.8, 0.64)
@@ -46,10 +47,25 @@ def load_target(folder: Path, device: str):
     return model, tokenizer
 
 
+def cut_at_stop(tokenizer, continuation: list[int]) -> list[int]:
+    """The continuation up to the first token whose text reaches a GSM8K stop string ("Question:"
+    opens the model's next, unasked question): a server stops there, so no draft is made past it."""
+    text = tokenizer.decode(continuation)
+    found = [i for i in (text.find(stop) for stop in STOP_STRINGS) if i >= 0]
+    if not found:
+        return continuation
+    end = min(found)
+    for k in range(1, len(continuation) + 1):
+        if len(tokenizer.decode(continuation[:k])) > end:
+            return continuation[:k - 1]
+    return continuation
+
+
 @torch.no_grad()
 def continue_prompts(model, tokenizer, prompt_ids: list[list[int]], new_tokens: int, sampled: bool,
                      batch: int, stop_at_eos: bool) -> list[tuple[list[int], list[int]]]:
-    """(prompt, continuation) pairs; a continuation is cut after the model's end-of-sequence token."""
+    """(prompt, continuation) pairs; with `stop_at_eos` (GSM8K) a continuation ends where a server
+    would stop it: after the end-of-sequence token, or before a stop string."""
     pairs = []
     eos = set(filter(None, [tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")]))
     for start in range(0, len(prompt_ids), batch):
@@ -60,7 +76,7 @@ def continue_prompts(model, tokenizer, prompt_ids: list[list[int]], new_tokens: 
                              pad_token_id=tokenizer.pad_token_id, **options)
         for ids, row in zip(chunk, out[:, padded["input_ids"].shape[1]:].tolist()):
             cut = next((i + 1 for i, t in enumerate(row) if t in eos), len(row)) if stop_at_eos else len(row)
-            pairs.append((ids, row[:cut]))
+            pairs.append((ids, cut_at_stop(tokenizer, row[:cut]) if stop_at_eos else row[:cut]))
     return pairs
 
 
@@ -206,8 +222,11 @@ def heldout(model, tokenizer, draft, draft_ids, args) -> dict:
             matches = [(draft_ids[lg.argmax(-1)][0] == target_top[0, k + 1: k + 1 + lg.shape[1]]).tolist()
                        for k, lg in enumerate(logits)]
             rounds.append(tokens_per_round(matches, first=len(prompt) - 1, last=len(prompt) + len(cont) - 1))
-        figures[name] = {"prompts": len(pairs), "tokens_per_round": round(float(np.mean(rounds)), 3),
-                         "per_prompt": [round(r, 3) for r in rounds]}
+        # a prompt answered in fewer than two tokens has no round: None, and left out of the mean
+        scored = [r for r in rounds if not math.isnan(r)]
+        figures[name] = {"prompts": len(pairs), "prompts_with_rounds": len(scored),
+                         "tokens_per_round": round(float(np.mean(scored)), 3) if scored else None,
+                         "per_prompt": [None if math.isnan(r) else round(r, 3) for r in rounds]}
     return figures
 
 
