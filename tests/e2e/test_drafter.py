@@ -5,11 +5,11 @@ them as the records do; the recipe that made the weights runs end to end (tiny, 
 What is known by construction: a drafter can at best land every draft (4.0 tokens a round with 3
 drafts, the same-model bound), and the recipe's scorer, run on the very prompts sent here
 (weights/training.json `heldout_e2e_prompts`: tokens a round along the model's greedy outputs,
-1.42), says what a server should reach. A server keeps at least GAIN_KEPT of that gain over no
+2.42), says what a server should reach. A server keeps at least GAIN_KEPT of that gain over no
 speculation: another engine's kernels swap near ties, each ending a round early, and stop strings
-cut answers at other points (measured 2026-12-07: llama.cpp 1.46 and SGLang 1.44 token-weighted,
-per request 1.19-1.88 against the scorer's 1.23-1.75). A drafter that is not read as trained
-(wrong feature layers, vocabulary map or head) lands almost nothing: 1.0-1.1.
+cut answers at other points (measured 2026-12-07 with the GPU-trained weights: llama.cpp 2.28 and
+SGLang 2.22 token-weighted). A drafter that is not read as trained (wrong feature layers,
+vocabulary map or head) lands almost nothing: 1.0-1.1.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-
-import pytest
 
 from harness.analysis.run import Run
 from harness.testbed import real_model
@@ -30,6 +28,7 @@ TRAINING = json.loads((artifact.WEIGHTS.parent / "training.json").read_text())
 EXPECTED = TRAINING["heldout_e2e_prompts"]
 QUESTIONS, TOKENS = EXPECTED["questions"], EXPECTED["new_tokens"]
 SAME_MODEL_BOUND = 4.0
+DRAFTS = 3
 GAIN_KEPT = 0.5
 
 
@@ -59,9 +58,13 @@ def _accept_lengths(run: Run) -> tuple[float, float]:
 
 
 def test_llamacpp_serves_the_drafter_and_lands_what_training_measured(real_llamacpp_eagle3_server, tmp_path):
-    records, counters = _accept_lengths(_greedy(real_llamacpp_eagle3_server, "llamacpp-cpu-real-eagle3", tmp_path))
+    run = _greedy(real_llamacpp_eagle3_server, "llamacpp-cpu-real-eagle3", tmp_path)
+    records, counters = _accept_lengths(run)
     assert trained_floor() <= records <= SAME_MODEL_BOUND, (records, trained_floor(), TRAINING["heldout"]["gsm8k"])
-    assert counters == pytest.approx(records, rel=0.02), (counters, records)
+    # The server's counters count drafting rounds only; a request's last rounds (at most DRAFTS of
+    # them) may draft fewer tokens or none, each short of at most records - 1 tokens.
+    rounds = run.derived["verify_rounds"].sum()
+    assert abs(counters - records) <= QUESTIONS * DRAFTS * (records - 1) / rounds, (counters, records, rounds)
 
 
 def test_sglang_serves_the_same_drafter(real_sglang_eagle3_server, tmp_path):
