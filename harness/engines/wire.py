@@ -1,11 +1,16 @@
 """An incremental HTTP/1.1 response reader for event streams, with no I/O of its own.
 
-`EventStreamReader.feed(bytes)` takes whatever the socket gave and returns the payloads of the
-`data:` lines completed by it (bytes, stripped; `[DONE]` included). It reads the status line and
-headers, then a chunked, sized or read-until-close body, and splits the body into SSE lines (LF,
-CRLF or CR). Everything else of SSE (comments, `event:`, `id:`, blank separators) is skipped, as
-the clients only ever need the data. The reader is a plain state machine so that the transport can
-call it from the socket callback, stamp the arrival there and hand over only finished events.
+`EventStreamReader.feed(bytes)` takes whatever the socket gave and returns the data of the events
+completed by it (bytes, stripped; `[DONE]` included). It reads the status line and headers, then a
+chunked, sized or read-until-close body, and reads the body as the SSE specification (WHATWG HTML,
+"Server-sent events") says: one leading byte-order mark is dropped; lines end in LF, CRLF or CR;
+a line starting with `:` is a comment; `field:value` drops one space after the colon, and a line
+without a colon is a field with an empty value; the `data` fields of one event are joined with
+"\n", and a blank line ends the event. `event`, `id`, `retry` and unknown fields are skipped, as
+the clients only ever need the data. Where the stream ends, an event not yet ended by its blank
+line still counts (the spec drops it; a server that closes right after `data: [DONE]` is common).
+The reader is a plain state machine so that the transport can call it from the socket callback,
+stamp the arrival there and hand over only finished events.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ _STATUS_LINE = re.compile(rb"HTTP/1\.[0-9] ([0-9]{3})(?: .*)?", re.DOTALL)
 _DECIMAL = re.compile(rb"[0-9]+")
 _HEX = re.compile(rb"[0-9A-Fa-f]+")
 MAX_ERROR_BODY = 4096  # of an error answer, only the start is kept for the message
-DATA = b"data:"
+DATA = b"data"
+BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark, dropped once at the start of the body
 
 
 class EventStreamReader:
@@ -39,6 +45,9 @@ class EventStreamReader:
         self._chunked = False
         self._trailers = False
         self.error_body = bytearray()  # the start of a non-2xx answer's body
+        self._data: list[bytes] | None = None  # the data fields of the event being read (None: none yet)
+        self._at_start = True  # no body byte read yet: a byte-order mark may come
+        self._after_cr = False  # the last line read ended in CR: an LF first in the next read ends no line
 
     def feed(self, data: bytes) -> list[bytes]:
         """Take newly received bytes; return the `data:` payloads of the lines they complete."""
@@ -130,25 +139,68 @@ class EventStreamReader:
                 self.error_body += view[start:min(end, start + MAX_ERROR_BODY - len(self.error_body))]
 
     def _events(self, final: bool) -> list[bytes]:
-        """Split the body into lines; return the payloads of complete `data:` lines."""
+        """Split the body into lines; return the data of the events they complete."""
         buffer = self._lines
-        # A CRLF split between reads leaves one empty line behind, which carries no data.
+        if self._at_start and not self._drop_bom(final):
+            return []
         end = len(buffer) if final else max(buffer.rfind(b"\n"), buffer.rfind(b"\r")) + 1
         if end <= 0:
-            return []
+            return self._flush() if final else []
         with memoryview(buffer) as view:
             text = bytes(view[:end])
         del buffer[:end]
+        if self._after_cr and text.startswith(b"\n"):  # the LF of a CRLF split between reads
+            text = text[1:]
+        self._after_cr = text.endswith(b"\r")
         if b"\r" in text:
             text = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        return [_payload(line) for line in text.split(b"\n") if line.startswith(DATA)]
+        lines = text.split(b"\n")
+        if not final or not lines[-1]:
+            lines.pop()  # what follows the last line end: nothing (or, at the end, an unended line)
+        events: list[bytes] = []
+        for line in lines:
+            self._line(line, events)
+        return events + self._flush() if final else events
+
+    def _drop_bom(self, final: bool) -> bool:
+        """Drop a byte-order mark at the start of the body; False to wait for more bytes."""
+        buffer = self._lines
+        if len(buffer) < len(BOM) and BOM.startswith(bytes(buffer)) and not final:
+            return False
+        if buffer.startswith(BOM):
+            del buffer[:len(BOM)]
+        self._at_start = False
+        return True
+
+    def _line(self, line: bytes, events: list[bytes]) -> None:
+        """One SSE line: a blank line ends the event; a `data` field adds a line to its data."""
+        if not line:
+            events += self._flush()
+        elif line.startswith(DATA):
+            if line.startswith(b"data: "):
+                value = line[6:]  # the usual shape: one copy
+            elif line.startswith(b"data:") or line == DATA:
+                value = line[5:]
+            else:
+                return  # another field whose name starts with "data"
+            if self._data is None:
+                self._data = [value]
+            else:
+                self._data.append(value)
+
+    def _flush(self) -> list[bytes]:
+        """The data of the event read so far, as one payload (none when it had no data field)."""
+        data, self._data = self._data, None
+        if data is None:
+            return []
+        return [_payload(data[0] if len(data) == 1 else b"\n".join(data))]
 
 
-def _payload(line: bytes) -> bytes:
-    """What follows `data:`, without surrounding whitespace (one copy in the usual `data: {...}`)."""
-    if line.startswith(b"data: ") and not line[-1:].isspace():
-        return line[6:]
-    return line[5:].strip()
+def _payload(data: bytes) -> bytes:
+    """An event's data without surrounding whitespace (no copy in the usual `data: {...}`)."""
+    if data[:1].isspace() or data[-1:].isspace():
+        return data.strip()
+    return data
 
 
 def _bounded_find(raw: bytearray, separator: bytes, limit: int, what: str) -> int:
