@@ -49,12 +49,28 @@ def test_a_seed_fixes_the_schedule_and_another_changes_it():
     assert not np.array_equal(first, drawn_offsets(5.0, 1.0, seed=4, count=50))
 
 
-def test_a_duration_keeps_every_arrival_due_before_it():
-    offsets = drawn_offsets(50.0, 1.0, seed=1, duration_s=100.0)
-    assert offsets[-1] < 100.0 and np.all(np.diff(offsets) >= 0)
-    assert len(offsets) == pytest.approx(5000, rel=0.05)  # 50 requests/s for 100 s
-    longer = drawn_offsets(50.0, 1.0, seed=1, duration_s=200.0)
-    assert np.array_equal(longer[:len(offsets)], offsets)  # the same draw, cut later
+def test_a_duration_keeps_every_arrival_due_before_it_and_each_window_offers_the_rate():
+    offsets = drawn_offsets(50.0, 1.0, seed=1, duration_s=100.0, cuts=(20.0, 90.0))
+    assert offsets[0] == 0.0 and offsets[-1] < 100.0 and np.all(np.diff(offsets) > 0)
+    for start, end in ((0.0, 20.0), (20.0, 90.0), (90.0, 100.0)):  # warm-up, measured, cool-down
+        stretch = offsets[(offsets >= start) & (offsets < end)]
+        assert len(stretch) == 50 * (end - start)
+        assert (len(stretch) - 1) / (stretch[-1] - stretch[0]) == pytest.approx(50.0, rel=1e-9)
+
+
+@pytest.mark.parametrize("count", [10, 200, 1000])
+def test_a_drawn_schedule_offers_the_rate_asked(count):
+    # A plain draw of 200 at 29.6 req/s (seed 0) offered 26.2 req/s: 11% less than asked.
+    offsets = drawn_offsets(29.6, 1.0, seed=0, count=count)
+    assert (count - 1) / (offsets[-1] - offsets[0]) == pytest.approx(29.6, rel=1e-9)
+
+
+def test_a_timed_run_offers_the_rate_asked_over_its_measured_requests():
+    options = LoadOptions(request_rate=11.35, arrival_seed=5, duration_s=90.0, warmup_window_s=18.0,
+                          cooldown_window_s=2.0)
+    offsets = schedule_of(options, None)
+    measured = offsets[np.array(windows(offsets, options)) == "measured"]
+    assert (len(measured) - 1) / (measured[-1] - measured[0]) == pytest.approx(11.35, rel=1e-9)
 
 
 def test_a_replayed_schedule_is_read_as_given(tmp_path):
