@@ -25,7 +25,7 @@ STAGES := .stage-times.tsv
 STAGE_TIMES := $(PYTHON) scripts/stage_times.py $(STAGES)
 STAGE = $(STAGE_TIMES) run
 
-.PHONY: help setup setup-ray lock lock-upgrade env-sglang env-vllm model llamacpp drafter testbed bench-synthetic bench-gsm8k bench-specbench gap report report-shot test test-quick test-e2e test-unit lint cold-check clean
+.PHONY: help setup setup-ray lock lock-upgrade lm-eval-env env-sglang env-vllm model llamacpp drafter testbed bench-synthetic bench-gsm8k bench-specbench gap report report-shot test test-quick test-e2e test-unit lint cold-check clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -55,6 +55,19 @@ lock: | $(UV) ## Update uv.lock after a change to pyproject.toml's dependencies 
 
 lock-upgrade: | $(UV) ## Re-resolve uv.lock to the newest releases that pyproject.toml allows
 	$(UV) lock --upgrade
+
+# lm-eval's own GSM8K filters and exact_match (no torch: the package without its dependencies, plus what
+# those modules import), for the unit test that sets sparkbench's lm-eval scores beside lm-eval's.
+LM_EVAL_VERSION := $(shell sed -n 's/^LM_EVAL_VERSION = "\(.*\)"/\1/p' workloads/gsm8k_lm_eval.py)
+LM_EVAL_ENV := $(CACHE)/tools/lm-eval-$(LM_EVAL_VERSION)
+$(LM_EVAL_ENV)/.complete: | $(UV)
+	rm -rf $(LM_EVAL_ENV)
+	$(UV) venv --quiet --python $(PYTHON) $(LM_EVAL_ENV)
+	$(UV) pip install --quiet --python $(LM_EVAL_ENV)/bin/python --no-deps lm-eval==$(LM_EVAL_VERSION)
+	$(UV) pip install --quiet --python $(LM_EVAL_ENV)/bin/python numpy==2.4.6 sacrebleu==2.6.0 pyyaml==6.0.2
+	@touch $@
+
+lm-eval-env: $(LM_EVAL_ENV)/.complete ## lm-eval's GSM8K filters in a small cached environment (the scoring comparison test)
 
 env-sglang: setup ## Install the pinned SGLang server environment (cached outside the clone)
 	$(STAGE) env-sglang -- $(BIN)/python -m harness.testbed.envs env sglang --uv $(UV)
@@ -100,7 +113,7 @@ nightly: setup $(EMBEDDED_DEPS) ## Nightly regression job (NIGHTLY_CONFIG=..., S
 # tier beside the end-to-end tier, scripts/test_tiers.py); the table of stage times comes last whatever failed.
 test: ## Lint, unit tests and end-to-end tests against real SGLang, vLLM and llama.cpp servers
 	@$(STAGE_TIMES) reset
-	@$(MAKE) --no-print-directory -j3 setup-ray testbed && $(STAGE) lint -- $(MAKE) --no-print-directory lint \
+	@$(MAKE) --no-print-directory -j3 setup-ray testbed lm-eval-env && $(STAGE) lint -- $(MAKE) --no-print-directory lint \
 	  && $(STAGE) pytest -- $(BIN)/python scripts/test_tiers.py; status=$$?; $(STAGE_TIMES) table; exit $$status
 
 lint: setup ## ruff over the package, the tests and the scripts (zero findings)

@@ -9,6 +9,8 @@ deliberate differences:
   `...` or `$` is no answer). As in the reference a `-` right before a digit is a sign: "15-5" is -5.
 - both sides are normalized (no `,` `$` or trailing `.`) and compared as decimals, so "18" equals
   "18.00" where an exact string match would call it wrong.
+Beside them, the four figures lm-eval's own definitions give (workloads.gsm8k_lm_eval), named as
+lm-eval names them, to set a run beside a published lm-eval score.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from harness.errors import SparkbenchError
 from workloads import Scorer
+from workloads.gsm8k_lm_eval import lm_eval_columns, metric_columns
 
 # pandas and the statistics are imported by the functions that score: the workload registry holds
 # GSM8K_SCORER, and the command line's help reads the registry.
@@ -37,6 +40,7 @@ NUMBER_RUN = re.compile(r"[-$.,0-9]*[0-9][-$.,0-9]*")
 SCORED_COLUMNS = [
     "prompt_id", "question_index", "gold", "pred_strict", "pred_flexible",
     "correct_strict", "correct_flexible", "no_answer_strict", "no_answer_flexible", "failed",
+    *(f"{kind}_{column.removeprefix('correct_')}" for _, column in metric_columns() for kind in ("pred", "correct")),
 ]
 
 
@@ -118,6 +122,8 @@ def score_table(requests: pd.DataFrame) -> pd.DataFrame:
         scored[f"pred_{kind}"] = pd.Series(preds, dtype=object)
         scored[f"correct_{kind}"] = [answers_match(p, g) for p, g in zip(preds, gold)]
         scored[f"no_answer_{kind}"] = [p is None for p in preds]
+    for column, values in lm_eval_columns(outputs, [str(item["gold"]) for item in items]).items():
+        scored[column] = pd.Series(values, dtype=object if column.startswith("pred_") else bool)
     return scored[SCORED_COLUMNS].sort_values("question_index", ignore_index=True)
 
 
@@ -136,12 +142,26 @@ def _proportion_rows(metric: str, flags: pd.Series) -> list[dict]:
     ]
 
 
+def lm_eval_stderr(mean: float, n: int) -> float:
+    """lm-eval's `exact_match_stderr` of a proportion: the sample standard deviation (n - 1) over
+    sqrt(n), `sqrt(p (1 - p) / (n - 1))`; NaN below two questions."""
+    return math.sqrt(mean * (1 - mean) / (n - 1)) if n > 1 else math.nan
+
+
+def _lm_eval_rows(metric: str, flags: pd.Series) -> list[dict]:
+    rows = _proportion_rows(metric, flags)
+    rows.append({"metric": metric, "stat": "stderr", "value": lm_eval_stderr(rows[0]["value"], len(flags)),
+                 "unit": "fraction"})
+    return rows
+
+
 def accuracy_summary(scored: pd.DataFrame) -> pd.DataFrame:
     """Accuracy and invalid (no-answer) rate, strict and flexible, each with a 95% Wilson interval.
 
     Long form: columns metric, stat, value, unit; metrics `gsm8k_accuracy_{strict,flexible}` and
     `gsm8k_invalid_rate_{strict,flexible}`; stats mean, ci95_low, ci95_high (unit "fraction") and
-    n (unit "count"). The denominator is every question sent: a failed request counts as not
+    n (unit "count"). Then lm-eval's four, `lm_eval_<task>_exact_match,<filter>`, each with lm-eval's
+    `stderr` beside the interval (absent from a table scored before they existed). The denominator is every question sent: a failed request counts as not
     answered, and `gsm8k_questions_failed` (stat "value") says how many there were.
     """
     import pandas as pd
@@ -151,6 +171,9 @@ def accuracy_summary(scored: pd.DataFrame) -> pd.DataFrame:
     for kind in ("strict", "flexible"):
         rows += _proportion_rows(f"gsm8k_accuracy_{kind}", scored[f"correct_{kind}"])
         rows += _proportion_rows(f"gsm8k_invalid_rate_{kind}", scored[f"no_answer_{kind}"])
+    for metric, column in metric_columns():
+        if column in scored:
+            rows += _lm_eval_rows(metric, scored[column])
     return pd.DataFrame(rows, columns=["metric", "stat", "value", "unit"])
 
 

@@ -174,6 +174,10 @@ ACCURACY_VALUES = (
            "questions whose request failed (counted as not answered)", headline=("value",)),
     Metric("gsm8k_invalid_rate_strict", "fraction", ACCURACY, LOWER, "GSM8K answers without a strict match"),
     Metric("gsm8k_invalid_rate_flexible", "fraction", ACCURACY, LOWER, "GSM8K answers without any number"),
+    *(Metric(f"lm_eval_{task}_exact_match,{lm_filter}", "fraction", ACCURACY, HIGHER,
+             f"GSM8K scored by lm-eval's {task} task, {lm_filter} (its definition; stat stderr is lm-eval's)",
+             headline=INTERVAL if (task, lm_filter) == ("gsm8k", "strict-match") else ())
+      for task in ("gsm8k", "gsm8k_cot") for lm_filter in ("strict-match", "flexible-extract")),
 )
 
 PAIR_DIRECTION = {"plain_step_ms": LOWER, "verify_round_ms": LOWER, "verify_cost_ratio": LOWER,

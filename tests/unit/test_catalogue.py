@@ -26,8 +26,9 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 
 
 def documented_names() -> set[str]:
-    """Names in backquotes on the metrics page; `{domain}_x` stands for every energy domain's."""
-    names = set(re.findall(r"`([a-z0-9_{}]+)`", DOCS.read_text(encoding="utf-8")))
+    """Names in backquotes on the metrics page; `{domain}_x` stands for every energy domain's (lm-eval's
+    names hold `,` and `-`)."""
+    names = set(re.findall(r"`([a-z0-9_{},-]+)`", DOCS.read_text(encoding="utf-8")))
     expanded = {name.replace("{domain}", domain) for name in names for domain in DOMAINS}
     return names | expanded
 

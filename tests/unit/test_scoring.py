@@ -14,6 +14,7 @@ from scipy import stats
 from harness.errors import SparkbenchError
 from harness.metrics.stats import wilson_interval
 from workloads.gsm8k import gold_answer, load_vendored
+from workloads.gsm8k_lm_eval import metric_columns
 from workloads.gsm8k_scoring import (
     FLEXIBLE_NUMBER,
     SCORED_COLUMNS,
@@ -180,8 +181,8 @@ def test_accuracy_summary_long_form():
     assert list(summary.columns) == ["metric", "stat", "value", "unit"]
     assert set(summary["metric"]) == {"gsm8k_accuracy_strict", "gsm8k_accuracy_flexible",
                                       "gsm8k_invalid_rate_strict", "gsm8k_invalid_rate_flexible",
-                                      "gsm8k_questions_failed"}
-    assert len(summary) == 17
+                                      "gsm8k_questions_failed", *(m for m, _ in metric_columns())}
+    assert len(summary) == 17 + 4 * 5  # lm-eval's four carry lm-eval's stderr too
     assert set(summary.loc[summary["stat"].isin(["n", "value"]), "unit"]) == {"count"}
     assert set(summary.loc[~summary["stat"].isin(["n", "value"]), "unit"]) == {"fraction"}
     values = summary.set_index(["metric", "stat"])["value"]
