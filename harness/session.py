@@ -32,6 +32,7 @@ from harness.records.manifest import MANIFEST_VERSION
 from harness.records.rundir import RunDir, new_run_id
 from harness.request import RunRequest, RunSwitches, TargetSpec
 from harness.run.arrivals import replayed_trace
+from harness.run.body_check import check_extra_body
 from harness.run.label import default_label
 from harness.run.options import RECORDED
 from harness.run.resume import check_same_spec, done_prompts, resumed_options
@@ -55,6 +56,7 @@ def run(request: RunRequest, target: Target | None = None, repeat: dict[str, Any
     `repeat` is the manifest's record of which repetition this run is (`run_repeated`)."""
     config = workload_config(request)  # a bad option fails before any server starts
     check_schedule(request.options, config)
+    check_extra_body(request.options.extra_body, request.target.backend, config.wants_chat())  # before detection
     with ExitStack() as stack:
         target = target or stack.enter_context(open_target(request.target, request.workload.name))
         options = run_options(request, target.base_url)
@@ -69,7 +71,9 @@ def run_repeated(request: RunRequest) -> list[Run]:
     manifest names its group (`harness.analysis.repeats`); one run without `--repeat`."""
     if request.repeat == 1:
         return [run(request)]
-    check_schedule(request.options, workload_config(request))  # a bad option fails before any server starts
+    config = workload_config(request)  # a bad option fails before any server starts
+    check_schedule(request.options, config)
+    check_extra_body(request.options.extra_body, request.target.backend, config.wants_chat())
     group = new_run_id(f"repeat{request.repeat}")
     with open_target(request.target, request.workload.name) as target:
         return [run(request, target, repeat_entry(group, index, request.repeat))

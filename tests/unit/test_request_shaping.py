@@ -132,3 +132,22 @@ def test_sweep_and_nightly_configs_take_a_dataset_workload_and_the_shaping_optio
     (tmp_path / "bad.yaml").write_text(shared.replace("max_turns: 1", "max_turn: 1"))
     with pytest.raises(SparkbenchError, match="unknown keys max_turn"):
         load_config(tmp_path / "bad.yaml")
+
+
+@pytest.mark.parametrize("api, extra, field", [
+    ("openai", {"max_tokens": 5}, "max_tokens"),  # the docs' promise: refused before any request
+    ("sglang", {"sampling_params": {"temperature": 1.0}}, "sampling_params.temperature"),
+    ("openai", {"prompt": "another"}, "prompt"),
+])
+@pytest.mark.parametrize("backend", ["auto", "named"])
+def test_an_extra_body_field_is_refused_before_even_the_engine_is_detected(tmp_path, api, extra, field, backend):
+    results = tmp_path / "runs"
+    named = ["--backend", api] if backend == "named" else []
+    with recording(Script(api=api)) as (url, seen):
+        done = CliRunner().invoke(app, [*GSM8K, "--server", url, "--results", str(results), *named,
+                                        "--extra-body", json.dumps(extra)])
+    assert isinstance(done.exception, ExtraBodyClash) and done.exception.exit_code == 2
+    assert str(done.exception).startswith(f"--extra-body sets {field}, which sparkbench sends itself")
+    assert "\n" not in str(done.exception)
+    assert seen == [] and not results.exists()  # not one request: no detection, no facts, no stream
+
