@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 
 from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult
+from harness.engines.fields import optional_object, optional_text, token_ids
 from harness.engines.meta import NO_SPECULATION, lookup, number, speculation_columns
 from harness.engines.prometheus import spec_decode_counters
 from harness.engines.registry import Engine, register, register_api
@@ -80,8 +81,8 @@ def absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> None:
     if chunk.get("error") is not None:
         error = chunk["error"]
         raise ServerHTTPError(f"server reported an error mid-stream: {str(lookup(error, 'message') or error)[:300]}")
-    result.text += chunk.get("content") or ""
-    ids = chunk.get("tokens") or []
+    result.text += optional_text(chunk, "content") or ""
+    ids = token_ids(chunk, "tokens")
     result.output_ids.extend(ids)
     count = chunk.get("tokens_predicted")
     result.stamp_tokens(result.tokens_so_far + len(ids) if count is None else count, now)
@@ -90,6 +91,8 @@ def absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> None:
 
 
 def _take_final(result: StreamResult, chunk: dict[str, Any]) -> None:
+    optional_object(chunk, "timings")
+    optional_text(chunk, "stop_type")
     result.meta = {key: chunk.get(key) for key in ("timings", "stop_type", "truncated", "tokens_predicted",
                                                    "tokens_evaluated", "tokens_cached", "id_slot")}
     result.finish_reason = FINISH_REASONS.get(chunk.get("stop_type"), chunk.get("stop_type"))

@@ -45,8 +45,11 @@ def first_number(meta: dict[str, Any], *names: str) -> float:
 
 def speculation_columns(accept_length: float, rounds: float, accepted: float, proposed: float,
                         reported_rate: float) -> dict[str, float]:
-    """The SPEC_COLUMNS of one request; accept_rate = accepted / proposed, else the server's rate."""
+    """The SPEC_COLUMNS of one request; accept_rate = accepted / proposed, else the server's rate.
+    A rate above 1 (more accepted than drafted: the record names it, `impossible_count`) is NaN."""
     rate = accepted / proposed if proposed > 0 else reported_rate
+    if rate > 1:
+        rate = math.nan
     return {"accept_length": accept_length, "verify_rounds": rounds, "accepted_draft_tokens": accepted,
             "proposed_draft_tokens": proposed, "accept_rate": rate}
 

@@ -23,6 +23,7 @@ from harness.engines.base import (
     StreamResult,
     answers_json,
 )
+from harness.engines.fields import optional_list, optional_object, optional_text, wrong_type
 from harness.engines.prometheus import SPEC_COUNTER_PREFIX, parse_metrics, scrape, spec_decode_counters
 from harness.engines.registry import Engine, meta_reader, register, register_api
 from harness.engines.sse import Session, post_sse
@@ -86,8 +87,9 @@ def _raise_if_error(chunk: dict[str, Any]) -> None:
 def _choice_text(choice: dict[str, Any]) -> str:
     """New text of one choice: `text` for completions, `delta.content` for chat."""
     if "delta" in choice:
-        return (choice["delta"] or {}).get("content") or ""
-    return choice.get("text") or ""
+        delta = optional_object(choice, "delta", "choices[0].") or {}
+        return optional_text(delta, "content", "choices[0].delta.") or ""
+    return optional_text(choice, "text", "choices[0].") or ""
 
 
 def _token_count(result: StreamResult, usage: dict[str, Any] | None, text: str) -> int:
@@ -104,25 +106,49 @@ def _token_count(result: StreamResult, usage: dict[str, Any] | None, text: str) 
     return result.tokens_so_far + 1
 
 
+def _usage(chunk: dict[str, Any]) -> dict[str, Any] | None:
+    """The chunk's `usage` object, its `prompt_tokens_details` checked to be an object too."""
+    usage = optional_object(chunk, "usage")
+    if usage is not None:
+        optional_object(usage, "prompt_tokens_details", "usage.")
+    return usage
+
+
 def _absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> None:
-    """Fold one chunk into the result; stamp it if it brought tokens."""
+    """Fold one chunk into the result; stamp it if it brought tokens. Every field is read by its
+    type (`harness.engines.fields`): a field of another type fails the request as malformed."""
     _raise_if_error(chunk)
-    usage = chunk.get("usage")
+    usage = _usage(chunk)
     if usage is not None:
         result.meta["usage"] = usage  # the last one seen is the final count
-    if chunk.get("metrics") is not None:
-        result.meta["metrics"] = chunk["metrics"]
-    if chunk.get("timings") is not None:  # llama.cpp's server timings, in its last chunk
-        result.meta["timings"] = chunk["timings"]
-    choices = chunk.get("choices") or []
+    for name in ("metrics", "timings"):  # vLLM's per-request metrics; llama.cpp's server timings
+        if optional_object(chunk, name) is not None:
+            result.meta[name] = chunk[name]
+    choices = optional_list(chunk, "choices") or []
     if not choices:
-        return  # the closing usage chunk: it brings no tokens
+        _usage_arrival(result, usage, now)
+        return
     choice = choices[0]
+    if type(choice) is not dict:
+        raise wrong_type("choices[0]", choice, "an object")
     text = _choice_text(choice)
     result.text += text
-    if choice.get("finish_reason") is not None:
-        result.finish_reason = choice["finish_reason"]
+    finish_reason = optional_text(choice, "finish_reason", "choices[0].")
+    if finish_reason is not None:
+        result.finish_reason = finish_reason
     result.stamp_tokens(_token_count(result, usage, text), now)
+
+
+def _usage_arrival(result: StreamResult, usage: dict[str, Any] | None, now: int) -> None:
+    """A chunk with usage and no choice (the closing usage chunk, or a server that streams counts
+    apart from text) is a token arrival when its count is past the last: a chunk that advances the
+    server's count brought tokens, text or none. Not where the count so far was assumed one per
+    chunk: there the closing count is the server's first, not an arrival."""
+    if usage is None or usage.get("completion_tokens") is None:
+        return
+    if result.meta.get("chunk_token_counts") == ASSUMED_ONE_PER_CHUNK:
+        return
+    result.stamp_tokens(usage["completion_tokens"], now)
 
 
 def _take_counts(result: StreamResult) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult, answers_json
+from harness.engines.fields import reason
 from harness.engines.meta import NO_SPECULATION, count_list, first_number, number, speculation_columns
 from harness.engines.registry import Engine, register, register_api
 from harness.engines.scoring import CannotScore, ScoredTokens, post_json, read_answer
@@ -76,8 +77,7 @@ def _take_counts(result: StreamResult) -> None:
     result.prompt_tokens = meta.get("prompt_tokens")
     result.completion_tokens = meta.get("completion_tokens")
     result.cached_tokens = meta.get("cached_tokens")
-    reason = meta.get("finish_reason")
-    result.finish_reason = reason.get("type") if isinstance(reason, dict) else reason
+    result.finish_reason = reason(meta.get("finish_reason"), "meta_info.finish_reason")  # checked per chunk
 
 
 @register_api("sglang")

@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from harness.engines.base import MalformedStream, RequestFailed, ServerHTTPError, StreamResult
+from harness.engines.fields import optional_object, optional_text, reason, token_ids
 from harness.engines.sse import json_object
 
 META_KEY = b',"meta_info":'
@@ -56,13 +57,15 @@ class ChunkReader:
         return json_object(url, raw)
 
     def absorb(self, result: StreamResult, chunk: dict[str, Any], now: int) -> None:
-        """Fold one chunk into the result: token count, ids, text, mode; stamp it if it brought tokens."""
+        """Fold one chunk into the result: token count, ids, text, mode; stamp it if it brought
+        tokens. Every field is read by its type (`harness.engines.fields`)."""
         if "error" in chunk:
             raise ServerHTTPError(f"server reported an error mid-stream: {str(chunk['error'])[:300]}")
-        meta = chunk.get("meta_info") or {}
+        meta = optional_object(chunk, "meta_info") or {}
         count = meta.get("completion_tokens")
         if count is None:
             raise MalformedStream("SGLang chunk without meta_info.completion_tokens")
+        reason(meta.get("finish_reason"), "meta_info.finish_reason")
         if not chunk.get(LAZY):
             self._take_text(result, chunk, count, result.tokens_so_far)
         result.meta = meta
@@ -71,16 +74,16 @@ class ChunkReader:
     def _take_text(self, result: StreamResult, chunk: dict[str, Any], count: int, previous: int) -> None:
         # An id list as long as the server's count is the whole output so far. After the first
         # token only a cumulative stream can produce that; an incremental delta is always shorter.
-        ids = chunk.get("output_ids") or []
+        ids, text = token_ids(chunk, "output_ids"), optional_text(chunk, "text") or ""
         if len(ids) == count:
             result.output_ids = ids  # freshly parsed for this chunk: no copy needed
-            result.text = chunk.get("text", "")
+            result.text = text
             if previous > 0:
                 result.stream_mode = "cumulative"
                 self.cumulative = True
         else:
             result.output_ids.extend(ids)
-            result.text += chunk.get("text", "")
+            result.text += text
             result.stream_mode = "incremental"
 
     def finish(self, result: StreamResult, url: str) -> None:
@@ -89,8 +92,9 @@ class ChunkReader:
             return
         try:
             chunk = json_object(url, self.deferred)
+            ids, text = token_ids(chunk, "output_ids"), optional_text(chunk, "text") or ""
         except RequestFailed as exc:
             if result.error_kind is None:
                 result.fail(exc, time.perf_counter_ns())
             return
-        result.output_ids, result.text = chunk.get("output_ids") or [], chunk.get("text", "")
+        result.output_ids, result.text = ids, text

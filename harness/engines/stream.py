@@ -22,6 +22,7 @@ from typing import Any
 from harness.engines.base import (
     ConnectFailed,
     FirstTokenTimeout,
+    MalformedStream,
     RequestFailed,
     RequestTimeout,
     StreamIncomplete,
@@ -66,6 +67,8 @@ class Deadlines:
 
 
 Absorb = Callable[[StreamResult, Any, int], None]
+# What a client's reading of a chunk of a shape it did not foresee raises (`_unforeseen`).
+UNFORESEEN = (AttributeError, TypeError, KeyError, IndexError, ValueError)
 NO_DEADLINES = Deadlines()
 
 
@@ -87,7 +90,10 @@ async def collect(events: AsyncIterator[tuple[int, Any]], result: StreamResult, 
                 if payload is DONE:
                     result.end_ns = now
                     return result
-                absorb(result, payload, now)
+                try:
+                    absorb(result, payload, now)
+                except UNFORESEEN as exc:
+                    raise _unforeseen(url, exc) from exc
         raise StreamIncomplete(f"{url}: stream ended without [DONE]")
     except ConnectFailed:
         raise  # never sent: not a failed request, the caller decides whether to try again
@@ -102,6 +108,12 @@ async def collect(events: AsyncIterator[tuple[int, Any]], result: StreamResult, 
         return result.fail(failure, time.perf_counter_ns())
     finally:
         watch.cancel()
+
+
+def _unforeseen(url: str, exc: Exception) -> MalformedStream:
+    """The clients read every field by its type; a chunk of a shape they still did not foresee is
+    a malformed chunk of this request, never a traceback that ends the run."""
+    return MalformedStream(f"{url}: a chunk of an unexpected shape ({type(exc).__name__}: {exc})")
 
 
 class _DeadlineWatch:

@@ -16,7 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from harness.engines.base import StreamResult
+from harness.engines.base import ASSUMED_ONE_PER_CHUNK, StreamResult
+from harness.engines.registry import meta_reader
 from harness.errors import SparkbenchError
 from harness.records.atomic import write_atomically
 from harness.records.checks import checked_records
@@ -97,7 +98,7 @@ class RequestRecord:
             meta_info_json=json.dumps(result.meta, sort_keys=True),
             scheduled_ns=result.scheduled_ns,
             window=window,
-            **outcome(result, prompt.sampling),
+            **outcome(result, prompt.sampling, engine),
         )
 
 
@@ -120,17 +121,18 @@ def stored_chunks(chunk_ns: list[int], chunk_tokens: list[Any]) -> dict[str, lis
     return {"chunk_ns": chunk_ns[:kept], "chunk_tokens": counts[:kept]}
 
 
-def outcome(result: StreamResult, sampling: SamplingParams) -> dict[str, Any]:
+def outcome(result: StreamResult, sampling: SamplingParams, engine: str | None = None) -> dict[str, Any]:
     """`status`, `error_kind`, `error_message` of a finished request.
 
     Besides the client's own failures, a stream that ended normally is an error when its counts
     cannot be true (`impossible_count`), when the server aborted it, sent no token, or (with
     ignore_eos) sent fewer tokens than the fixed length asked for: its figures would describe a
-    different request than the one asked.
+    different request than the one asked. `engine`: whose meta object the result holds, for the
+    speculative counts (None: not checked).
     """
     kind, message = result.error_kind, result.error_message
     tokens = result.completion_tokens
-    impossible = impossible_count(result, sampling)
+    impossible = impossible_count(result, sampling) or contradicted_drafts(result, engine)
     if impossible:
         kind, message = "impossible_count", impossible  # whatever else went wrong: these counts are lies
     elif kind is None and result.finish_reason == "abort":
@@ -143,20 +145,50 @@ def outcome(result: StreamResult, sampling: SamplingParams) -> dict[str, Any]:
 
 
 def impossible_count(result: StreamResult, sampling: SamplingParams) -> str | None:
-    """Why the server's token counts cannot be true, or None: a count below zero, more generated
-    tokens than asked for, or more than bytes received (every token arrives in at least one byte).
-    The metrics spread each chunk over its tokens, so a count believed unchecked could cost any
-    amount of memory."""
+    """Why the server's token counts cannot be true, or None: a count below zero or past 64 bits,
+    more generated tokens than asked for, or more than bytes received (every token arrives in at
+    least one byte). The metrics spread each chunk over its tokens, so a count believed unchecked
+    could cost any amount of memory. Then the counts that contradict each other
+    (`contradicted_counts`)."""
     counts = (result.completion_tokens, result.prompt_tokens, result.cached_tokens)
     if not all(count is None or _whole_number(count) for count in (*counts, *result.chunk_tokens)):
         return f"the server reported a token count that is not a whole number {counts}"
     if any(count is not None and count < 0 for count in counts):
         return f"the server reported a negative token count {counts}"
+    if any(count is not None and count > MAX_STORED_COUNT for count in counts):
+        return f"the server reported a token count past 64 bits {counts}"
     claimed = max(result.completion_tokens or 0, result.tokens_so_far)
     if claimed > sampling.max_new_tokens:
         return f"the server claims {claimed} tokens, more than the {sampling.max_new_tokens} asked for"
     if claimed > result.received_bytes:
         return f"the server claims {claimed} tokens in {result.received_bytes} bytes received"
+    return contradicted_counts(result)
+
+
+def contradicted_counts(result: StreamResult) -> str | None:
+    """Why two of the server's counts contradict each other, or None: more cached prompt tokens
+    than prompt tokens (a prefix-cache hit rate above 1), or a final completion count below the
+    running count the stream already reached (where the running count is the server's own, not
+    assumed one per chunk)."""
+    prompt, cached, completion = result.prompt_tokens, result.cached_tokens, result.completion_tokens
+    if cached is not None and prompt is not None and cached > prompt:
+        return f"the server reports {cached} cached tokens of {prompt} prompt tokens"
+    counted = result.meta.get("chunk_token_counts") != ASSUMED_ONE_PER_CHUNK
+    if completion is not None and counted and completion < result.tokens_so_far:
+        return f"the server's final count of {completion} completion tokens is below the {result.tokens_so_far} it streamed"
+    return None
+
+
+def contradicted_drafts(result: StreamResult, engine: str | None) -> str | None:
+    """Why the speculative counts of `engine`'s meta object contradict each other, or None: more
+    draft tokens accepted than drafted (an accept rate above 1)."""
+    if engine is None:
+        return None
+    completion = math.nan if result.completion_tokens is None else float(result.completion_tokens)
+    spec = meta_reader(engine).speculation(result.meta, completion)
+    accepted, drafted = spec["accepted_draft_tokens"], spec["proposed_draft_tokens"]
+    if accepted > drafted:  # NaN (not reported) compares false
+        return f"the server reports {accepted:g} accepted draft tokens of {drafted:g} drafted"
     return None
 
 
