@@ -11,6 +11,7 @@ relative paths; a cached dataset's Arrow files), so two runs on different data n
 from __future__ import annotations
 
 import hashlib
+import json
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ def _quiet_datasets():
     import datasets
 
     datasets.disable_progress_bars()
-    datasets.logging.set_verbosity_error()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # its error lines too: the refusal is one line
     yield
 
 
@@ -70,10 +71,39 @@ def _file(path: Path) -> Source:
     rows = []
     if path.stat().st_size:  # `datasets` cannot read an empty file; it has no rows
         with tempfile.TemporaryDirectory(prefix="sparkbench-dataset-") as cache:
-            rows = datasets.load_dataset(builder, data_files=str(path), split="train", cache_dir=cache).to_list()
+            try:
+                rows = datasets.load_dataset(builder, data_files=str(path), split="train", cache_dir=cache).to_list()
+            except Exception:
+                if builder == "json":
+                    _check_json(path)  # names the line and column that is not JSON, if one is
+                raise
     with path.open("rb") as data:
         sha256 = hashlib.file_digest(data, "sha256").hexdigest()  # what `sha256sum FILE` prints
     return Source(rows, sha256, path.suffix.lower().lstrip("."))
+
+
+def _check_json(path: Path) -> None:
+    """A one-line SparkbenchError naming the first line (1-based, as editors count) and column of
+    `path` that is not JSON: each line of a JSONL file is a JSON object of its own (blank lines
+    are skipped), a JSON file is one document. `datasets` names neither the line nor the column."""
+    with path.open(encoding="utf-8", errors="replace") as file:
+        if path.suffix.lower() == ".json":
+            try:
+                json.load(file)
+            except json.JSONDecodeError as exc:
+                raise SparkbenchError(f"dataset {path} line {exc.lineno}, column {exc.colno}: not JSON ({exc.msg})") from None
+            return
+        for number, line in enumerate(file, start=1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line.rstrip("\r\n"))
+            except json.JSONDecodeError as exc:
+                raise SparkbenchError(f"dataset {path} line {number}, column {exc.colno}: not JSON ({exc.msg}); "
+                                      "each line of a JSONL file is one JSON object") from None
+            if not isinstance(value, dict):
+                raise SparkbenchError(f"dataset {path} line {number}, column 1: a JSON {type(value).__name__}, not an "
+                                      "object of columns") from None
 
 
 def _folder(path: Path, split: str) -> Source:

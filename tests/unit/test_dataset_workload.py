@@ -166,12 +166,19 @@ def test_a_name_not_in_the_local_cache_is_refused_without_a_download(monkeypatch
         build("dataset", {"path": "someone/no-such-dataset"}, reduced=False, model_dir=None)
 
 
-def test_a_file_that_is_no_table_is_one_line(tmp_path):
-    path = tmp_path / "broken.jsonl"
-    path.write_text('{"prompt": "a"}\n{"prompt": \n')
-    with pytest.raises(SparkbenchError, match=r"^dataset .*broken\.jsonl: cannot be read") as error:
+@pytest.mark.parametrize("name, text, message", [
+    ("broken.jsonl", '{"prompt": "a"}\n{"prompt": \n', r"broken\.jsonl line 2, column 12: not JSON \(Expecting value\)"),
+    ("words.jsonl", '{"prompt": "a"}\n\nnot json at all\n{"prompt": "b"}\n', r"words\.jsonl line 3, column 1: not JSON"),
+    ("list.jsonl", '{"prompt": "a"}\n["a", "b"]\n', r"list\.jsonl line 2, column 1: a JSON list, not an object"),
+    ("whole.json", '[{"prompt": "a"},\n {"prompt" "b"}]\n', r"whole\.json line 2, column 12: not JSON"),
+])
+def test_a_line_that_is_not_json_is_one_line_naming_its_line_and_column(tmp_path, capfd, name, text, message):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(SparkbenchError, match=rf"^dataset .*{message}") as error:
         build("dataset", {"path": str(path)}, reduced=False, model_dir=None)
     assert "\n" not in str(error.value)
+    assert capfd.readouterr() == ("", "")  # the refusal is the only line: nothing of the reader's own
 
 
 def test_the_spec_records_the_files_sha256_rows_and_options_so_other_data_is_another_shape(tmp_path, tokenizer):
