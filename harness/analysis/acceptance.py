@@ -12,7 +12,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.metrics.acceptance import counter_histogram, pooled_histogram, position_values, request_histograms
+from harness.metrics.acceptance import (
+    counter_histogram,
+    definition_values,
+    pooled_histogram,
+    position_table,
+    position_values,
+    request_histograms,
+)
 from harness.metrics.catalogue import CATALOGUE
 from harness.records.entries import ServerCounters
 
@@ -49,3 +56,25 @@ def position_rows(histogram: RunHistogram) -> pd.DataFrame:
     rows = [(metric, stat, value, CATALOGUE[metric].unit)
             for (metric, stat), value in position_values(histogram.counts).items()]
     return pd.DataFrame(rows, columns=["metric", "stat", "value", "unit"])
+
+
+def definition_rows(measured: pd.DataFrame) -> pd.DataFrame:
+    """The summary rows (metric, stat "value", value, unit) of acceptance under each definition
+    (`definition_values`) over these requests' own counts; NaN where no request speculated."""
+    columns = ("accepted_draft_tokens", "verify_rounds", "proposed_draft_tokens")
+    counts = [measured[c].to_numpy(dtype=float) if c in measured else [] for c in columns]
+    rows = [(metric, "value", value, CATALOGUE[metric].unit) for metric, value in definition_values(*counts).items()]
+    return pd.DataFrame(rows, columns=["metric", "stat", "value", "unit"])
+
+
+def acceptance_rows(histogram: RunHistogram, measured: pd.DataFrame) -> pd.DataFrame:
+    """The run's acceptance summary rows: the histogram's (`position_rows`), then each definition's."""
+    return pd.concat([position_rows(histogram), definition_rows(measured)], ignore_index=True)
+
+
+def positions_by_group(groups: list[tuple[str, list[float] | None]]) -> pd.DataFrame:
+    """`position_table` of each (group, histogram), stacked with a `group` column first (a category,
+    `overall`, or the run's content); a group without a histogram has no rows."""
+    parts = [position_table(h).assign(group=name) for name, h in groups if h is not None]
+    columns = ["group", "k", "steps", "share", "conditional", "unconditional"]
+    return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis.acceptance import RunHistogram, position_rows, run_histogram
+from harness.analysis.acceptance import RunHistogram, acceptance_rows, run_histogram
 from harness.analysis.roofline import RooflineInputs, roofline_values, run_roofline
 from harness.analysis.telemetry import server_cache_hit_rate
 from harness.facts import EngineFacts
@@ -207,10 +207,10 @@ class Run:
     @cached_property
     def summary(self) -> pd.DataFrame:
         """The long summary (SUMMARY_COLUMNS): `speed`, then the server's counters, acceptance per
-        draft position, energy, SLO attainment and goodput, the scorer's accuracy rows and the decode
-        roofline."""
+        draft position and under each definition, energy, SLO attainment and goodput, the scorer's
+        accuracy rows and the decode roofline."""
         record = self.record
-        parts = [counter_rows(record.server_counters), cache_counter_rows(self), position_rows(self.histogram),
+        parts = [counter_rows(record.server_counters), cache_counter_rows(self), acceptance_rows(self.histogram, self.measured),
                  energy_rows(self.path, record.power, self.requests), slo_rows(self.judged, self.slo_targets)]
         if self.scores is not None:
             parts.append(self.scorer.summary(self.scores))

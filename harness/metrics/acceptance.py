@@ -86,12 +86,67 @@ def histogram_accept_length(h: Sequence[float]) -> float:
 
 def position_values(h: Histogram | None) -> dict[tuple[str, str], float]:
     """The summary rows of one histogram, `(metric, stat) -> value`: accept length, acceptance at
-    each position (`position_<k>`) and the share of steps by tokens (`tokens_<j>`); with no
+    each position (`position_<k>`) given the earlier ones and over every step, and the share of steps by tokens (`tokens_<j>`); with no
     histogram only the accept length row, NaN ("not exported")."""
     if h is None:
         return {("accept_length_histogram", "value"): math.nan}
     rows = {("accept_length_histogram", "value"): histogram_accept_length(h),
             ("verify_steps_histogram", "value"): float(sum(h))}
     rows |= {("acceptance_at_position", f"position_{k}"): rate for k, rate in enumerate(acceptance_by_position(h), 1)}
+    rows |= {("acceptance_at_position_unconditional", f"position_{k}"): rate
+             for k, rate in enumerate(unconditional_acceptance_by_position(h), 1)}
     rows |= {("tokens_per_step_share", f"tokens_{j}"): share for j, share in enumerate(tokens_per_step_shares(h), 1)}
     return rows
+
+
+def unconditional_acceptance_by_position(h: Sequence[float]) -> list[float]:
+    """Acceptance at draft position k = 1 .. K over every drafting step, fraction: `S(k) / S(0)`, the
+    chance that a step accepted at least k drafts (vLLM's and llama.cpp's "per-position acceptance
+    rate": accepted at position k over drafts). NaN without steps."""
+    reached = np.cumsum(np.asarray(h, dtype=float)[::-1])[::-1]
+    return [float(reached[k] / reached[0]) if reached[0] > 0 else math.nan for k in range(1, len(reached))]
+
+
+def definition_values(accepted: Sequence[float], rounds: Sequence[float], proposed: Sequence[float]) -> dict[str, float]:
+    """Acceptance under each engine's and tool's definition, from per-request counts (accepted draft
+    tokens `a`, verify rounds `r`, proposed draft tokens `p`); requests without rounds are left out,
+    and a figure without its denominator is NaN. docs/metrics.md names whose definition each is.
+
+    - `mean_acceptance_length_request_weighted`: `mean(1 + a / r)` (bonus token included)
+    - `mean_acceptance_length_token_weighted`: `1 + sum(a) / sum(r)` (bonus token included)
+    - `accepted_drafts_per_round`: `sum(a) / sum(r)` (no bonus token)
+    - `draft_acceptance_rate_request_weighted`: `mean(a / p)`
+    - `draft_acceptance_rate_token_weighted`: `sum(a) / sum(p)`
+    - `accepted_per_verified_request_weighted`: `mean((a + r) / (p + r))`
+    """
+    a, r, p = (np.asarray(x, dtype=float) for x in (accepted, rounds, proposed))
+    keep = np.isfinite(a) & np.isfinite(r) & (r > 0)
+    a, r, p = a[keep], r[keep], p[keep]
+    drafted = np.isfinite(p) & (p > 0)
+
+    def mean(values: np.ndarray) -> float:
+        return float(values.mean()) if values.size else math.nan
+
+    def ratio(top: float, bottom: float) -> float:
+        return float(top / bottom) if bottom > 0 else math.nan
+
+    return {
+        "mean_acceptance_length_request_weighted": mean(1 + a / r),
+        "mean_acceptance_length_token_weighted": 1 + ratio(a.sum(), r.sum()),
+        "accepted_drafts_per_round": ratio(a.sum(), r.sum()),
+        "draft_acceptance_rate_request_weighted": mean(a[drafted] / p[drafted]),
+        "draft_acceptance_rate_token_weighted": ratio(a[drafted].sum(), p[drafted].sum()),
+        "accepted_per_verified_request_weighted": mean((a[drafted] + r[drafted]) / (p[drafted] + r[drafted])),
+    }
+
+
+def position_table(h: Sequence[float]) -> pd.DataFrame:
+    """The histogram beside the acceptance at each position, one row per accepted-draft count k =
+    0 .. K: `steps` h[k] (steps that accepted exactly k drafts), `share` h[k] / sum(h), and for
+    k >= 1 `conditional` S(k) / S(k - 1) (draft k accepted given draft k - 1 was) and
+    `unconditional` S(k) / S(0) (NaN at k = 0)."""
+    counts = [float(x) for x in h]
+    conditional = [math.nan, *acceptance_by_position(counts)]
+    unconditional = [math.nan, *unconditional_acceptance_by_position(counts)]
+    return pd.DataFrame({"k": range(len(counts)), "steps": counts, "share": tokens_per_step_shares(counts),
+                         "conditional": conditional, "unconditional": unconditional})

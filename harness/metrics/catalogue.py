@@ -30,6 +30,7 @@ PAIR = "pair"  # one value of a speculative run against its non-speculative base
 POSITION = "position"  # from the run's histogram of verify steps by accepted drafts (one stat per position)
 CATEGORY = "category"  # per category of the prompts (harness.analysis.categories), beside a baseline
 SLO = "slo"  # one value of the requests judged against the run's --slo targets (harness.metrics.slo)
+DEFINITION = "definition"  # acceptance under one engine's or tool's definition (harness.metrics.acceptance)
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,23 @@ POSITION_VALUES = (
            "chance the k-th draft is accepted given the earlier ones were (stat position_k)"),
     Metric("tokens_per_step_share", "fraction", POSITION, NEITHER,
            "share of verify steps that produced j tokens (stat tokens_j)"),
+    Metric("acceptance_at_position_unconditional", "fraction", POSITION, HIGHER,
+           "chance the k-th draft is accepted over every drafting step (stat position_k; vLLM's per-position rate)"),
+)
+
+DEFINITION_VALUES = (
+    Metric("mean_acceptance_length_request_weighted", "tokens/round", DEFINITION, HIGHER,
+           "mean over requests of 1 + accepted drafts / rounds (vLLM's per-request, AIPerf's per-request mean)"),
+    Metric("mean_acceptance_length_token_weighted", "tokens/round", DEFINITION, HIGHER,
+           "1 + total accepted drafts / total rounds (vLLM's log and counters, llama.cpp's mean len, AIPerf)"),
+    Metric("accepted_drafts_per_round", "tokens/round", DEFINITION, HIGHER,
+           "total accepted drafts / total rounds, without the bonus token"),
+    Metric("draft_acceptance_rate_request_weighted", "fraction", DEFINITION, HIGHER,
+           "mean over requests of accepted / proposed drafts (AIPerf's per-request draft acceptance rate)"),
+    Metric("draft_acceptance_rate_token_weighted", "fraction", DEFINITION, HIGHER,
+           "total accepted / total proposed drafts (vLLM's, llama.cpp's and AIPerf's overall rate)"),
+    Metric("accepted_per_verified_request_weighted", "ratio", DEFINITION, HIGHER,
+           "mean over requests of (accepted + rounds) / (proposed + rounds) (AIPerf's accepted per verified)"),
 )
 
 CATEGORY_VALUES = (
@@ -205,7 +223,7 @@ CATEGORY_VALUES = (
 CATALOGUE: dict[str, Metric] = {m.name: m for m in (*DISTRIBUTIONS, *RUN_VALUES, *CORRECTNESS_VALUES,
                                                      *COUNTER_VALUES, *ENERGY_VALUES, *ROOFLINE_VALUES,
                                                      *SLO_VALUES, *ACCURACY_VALUES, *PAIR_VALUES, *POSITION_VALUES,
-                                                     *CATEGORY_VALUES)}
+                                                     *DEFINITION_VALUES, *CATEGORY_VALUES)}
 
 
 def units(kind: str) -> dict[str, str]:

@@ -31,6 +31,7 @@ from harness.analysis.shapes import ShapeGroup, compare_by_shape, shape_text
 from harness.analysis.tables import counter_note, headline, power_note, run_warnings
 from harness.metrics.roofline import Roofline
 from harness.records.rundir import SCALE_LABEL
+from harness.report.acceptance_section import acceptance_blocks, acceptance_html, acceptance_markdown
 from harness.report.category_plots import (
     plot_accept_length_along_output,
     plot_acceptance_by_position,
@@ -162,6 +163,7 @@ class Page:
         self.runs, self.groups, self.figures = list(runs), list(groups), list(figures)
         self.names = {run.run_id: run.caption for run in runs}
         self.categories = category_blocks(self.groups)
+        self.acceptance = acceptance_blocks(self.groups)
 
     def details(self) -> list[tuple[str, list[tuple[str, str, pd.DataFrame | None]]]]:
         """Collapsed sections: (summary, [(heading, text, table)])."""
@@ -209,7 +211,8 @@ def render_html(page: Page) -> str:
     if any(r.reduced_scale for r in page.runs):
         parts.append(f"<p class='scale'>{html.escape(SCALE_LABEL)}: runs marked REDUCED SCALE exercise the harness "
                      "and say nothing about a real deployment.</p>")
-    parts += [headline_html(page.groups), *categories_html(page.categories), *_figures_html(page),
+    parts += [headline_html(page.groups), *categories_html(page.categories), *acceptance_html(page.acceptance),
+              *_figures_html(page),
               *_details_html(page)]
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>sparkbench report</title>"
             f"<meta name='viewport' content='width=device-width'><style>{STYLE}</style></head>"
@@ -222,7 +225,8 @@ def render_markdown(page: Page, out_dir: Path) -> str:
     parts = ["# sparkbench report", f"{len(page.runs)} run(s) in {len(page.groups)} group(s) of one workload shape."]
     if any(r.reduced_scale for r in page.runs):
         parts.append(f"**{md_text(SCALE_LABEL)}**")
-    parts += [headline_markdown(page.groups), *categories_markdown(page.categories), "## Figures"]
+    parts += [headline_markdown(page.groups), *categories_markdown(page.categories),
+              *acceptance_markdown(page.acceptance), "## Figures"]
     for heading, paths in page.figures:
         parts.append(f"### {md_text(heading)}")
         parts += [f"![{md_text(CAPTIONS.get(p.stem, p.stem))}]({Path(os.path.relpath(p, out_dir)).as_posix()})"
