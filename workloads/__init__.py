@@ -44,6 +44,8 @@ class WorkloadConfig(StrictModel):
     # The per-request columns of a `--schedule` trace it replays (`harness.run.trace`): a workload
     # that makes prompts of any length takes the lengths; none by default.
     trace_columns: ClassVar[frozenset[str]] = frozenset()
+    # Summary metrics the workload exists for, shown after the run beside the headline's own (`value`).
+    headline_metrics: ClassVar[tuple[str, ...]] = ()
 
     def at_scale(self, reduced: bool) -> WorkloadConfig:
         """This config with every None field that has a scale default filled in."""

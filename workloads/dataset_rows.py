@@ -23,6 +23,7 @@ from harness.errors import SparkbenchError
 
 USER_ROLES = frozenset({"human", "user"})
 ASSISTANT_ROLES = frozenset({"gpt", "assistant", "chatgpt", "bard", "bing", "model"})
+ID_COLUMN = "id"  # a row's own identifier (ShareGPT's layout gives each conversation one), kept in its record
 FIELDS = ("prompt", "messages", "conversations", "output_tokens", "sampling", "category", "conversation_id", "turn")
 
 
@@ -85,6 +86,7 @@ class Row(BaseModel):
     category: str | None = None
     conversation_id: str | None = None
     turn: int | None = Field(None, ge=1)
+    source_id: str | None = None  # the row's own `id` (ShareGPT's), kept in the record's item
 
     @field_validator("messages", "conversations", "sampling", mode="before")
     @classmethod
@@ -140,7 +142,9 @@ def checked_row(raw: dict[str, Any], index: int, columns: Columns, where: str) -
         missing = columns.turn if row.turn is None else columns.conversation_id
         raise SparkbenchError(f"{where} row {index}: {missing}: a multi-turn row gives both "
                               f"{columns.conversation_id} and {columns.turn}")
-    return row
+    own = raw.get(ID_COLUMN)  # ShareGPT's conversation id; a value of another type is left out
+    own_id = str(own) if isinstance(own, str | int) and not isinstance(own, bool) else None
+    return row.model_copy(update={"source_id": own_id}) if own_id else row
 
 
 def _problem(exc: Exception, columns: Columns) -> str:
@@ -172,14 +176,16 @@ def conversations(raw_rows: list[dict[str, Any]], columns: Columns, where: str) 
 def _single(row: Row, index: int, columns: Columns, where: str) -> Conversation:
     sampling, category = row.sampling.given() if row.sampling else {}, row.category
     if row.prompt is not None:
-        return Conversation(index, (), (Turn(row.prompt, row.output_tokens),), sampling, category, None, "prompt")
+        return Conversation(index, (), (Turn(row.prompt, row.output_tokens),), sampling, category, row.source_id,
+                            "prompt")
     if row.messages is not None:
         opening, last = _split_messages(row.messages, index, columns.messages, where)
-        return Conversation(index, opening, (Turn(last, row.output_tokens),), sampling, category, None, "messages")
+        return Conversation(index, opening, (Turn(last, row.output_tokens),), sampling, category, row.source_id,
+                            "messages")
     opening, turns = _sharegpt(row.conversations, index, columns.conversations, where)
     if row.output_tokens is not None:  # the row's own length wins over the recorded reply's, for its first turn
         turns = (Turn(turns[0].text, row.output_tokens), *turns[1:])
-    return Conversation(index, opening, turns, sampling, category, None, "conversations")
+    return Conversation(index, opening, turns, sampling, category, row.source_id, "conversations")
 
 
 def _split_messages(messages: list[Message], index: int, column: str, where: str) -> tuple[tuple[dict, ...], str]:

@@ -75,6 +75,13 @@ def entry(name: str) -> WorkloadEntry:
     return WORKLOADS[name]
 
 
+def headline_metrics(name: str) -> tuple[str, ...]:
+    """The summary metrics workload `name` exists for (its config's `headline_metrics`); none for a
+    workload not known here (an old run's)."""
+    known = WORKLOADS.get(name)
+    return known.config.headline_metrics if known else ()
+
+
 def scorer_for(name: str) -> Scorer | None:
     """The scorer of workload `name`; None when it is not scored (or not known here: an old run's)."""
     known = WORKLOADS.get(name)

@@ -47,6 +47,7 @@ class SharedPrefixConfig(WorkloadConfig):
     reduced = {"num_groups": 2, "prompts_per_group": 4, "prefix_tokens": 512, "question_tokens": 32,
                "output_tokens": 16}
     trace_columns = frozenset({INPUT, OUTPUT, GROUP})
+    headline_metrics = ("prefix_cache_hit_rate", "prefix_cache_hit_rate_server")  # the figures it exists for
 
     num_groups: int | None = Field(None, ge=1, le=100_000, description="Groups of prompts sharing a prefix.")
     prompts_per_group: int | None = Field(None, ge=1, le=100_000, description="Prompts in each group.")

@@ -23,6 +23,7 @@ from harness.metrics.catalogue import headline_stats
 from harness.metrics.integrity import FLAGS, integrity_warning
 from harness.metrics.load import lag_warning
 from harness.records.entries import PowerEntry, ServerCounters, TelemetryEntry
+from workloads.registry import headline_metrics
 
 HEADLINE = headline_stats()  # (metric, stats) shown by the headline view, from the catalogue
 
@@ -66,10 +67,12 @@ def stream_warning(summary: pd.DataFrame) -> str | None:
     return integrity_warning(counts, values.get("requests", 0.0))
 
 
-def headline(summary: pd.DataFrame) -> pd.DataFrame:
-    """Metric rows with the chosen stats as columns, in HEADLINE order (a view for reading)."""
+def headline(summary: pd.DataFrame, own: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Metric rows with the chosen stats as columns, in HEADLINE order (a view for reading), then the
+    `value` of each metric in `own` (the workload's own figures, `workloads.registry.headline_metrics`)."""
     rows = []
-    for metric, stats in HEADLINE:
+    shown = {metric for metric, _ in HEADLINE}
+    for metric, stats in [*HEADLINE, *((name, ("value",)) for name in own if name not in shown)]:
         part = summary[(summary["metric"] == metric) & summary["stat"].isin(stats)].dropna(subset=["value"])
         if part.empty:
             continue
@@ -94,7 +97,7 @@ def format_run_summary(run: Run, full: bool = False) -> str:
     roofline, why = run.roofline
     lines += [f"roofline (config: {why})", *roofline.lines()] if roofline else [f"roofline: not computed ({why})"]
     with pd.option_context("display.width", 160, "display.max_rows", 500, "display.float_format", "{:.3f}".format):
-        lines.append(summary.to_string(index=False) if full else headline(summary).to_string(na_rep=""))
+        lines.append(summary.to_string(index=False) if full else headline(summary, headline_metrics(run.workload)).to_string(na_rep=""))
     return "\n".join([*lines, f"records: {run.path}"])
 
 

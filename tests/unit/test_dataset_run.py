@@ -69,3 +69,11 @@ def test_a_row_past_the_servers_context_is_refused_before_any_request(tmp_path):
     assert isinstance(done.exception, SparkbenchError)
     assert f"row 1: prompt: {MAX_MODEL_LEN:,} prompt tokens + 256 new tokens" in str(done.exception)
     assert not [path for _, path, _, _ in seen if path in STREAMS] and not results.exists()
+
+
+def test_sharegpt_conversations_keep_their_own_id_in_the_records(tmp_path):
+    with recording(Script(api="sglang")) as (url, _):
+        done, results = dataset_run(tmp_path, url, EXAMPLES / "example_sharegpt.json", "--max-turns", "1")
+    assert done.exit_code == 0, done.output
+    items = [json.loads(raw) for raw in Run.load(next(results.iterdir())).requests.sort_values("seq")["item_json"]]
+    assert [item.get("source_id") for item in items] == ["sg-1", "sg-2"]

@@ -98,6 +98,7 @@ def test_sharegpt_is_read_as_it_is_with_the_recorded_replies_as_output_lengths(t
     second = next_turn(tutor, "an answer")
     assert second.sampling.max_new_tokens == len("No: 21 is 3 times 7, so it has divisors other than one and itself.".split())
     assert next_turn(second, "x") is None
+    assert [first.item["source_id"], tutor.item["source_id"], second.item["source_id"]] == ["sg-1", "sg-2", "sg-2"]
     assert [len(p.followups) for p in workload(EXAMPLES / "example_sharegpt.json", tokenizer, max_turns=1).prompts()] \
         == [0, 0]
 

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from harness.analysis.run import Run
 from harness.analysis.shapes import shape_text
+from harness.analysis.tables import format_run_summary
 from harness.cli import app
 from tests.fakes.recording_server import recording
 from tests.fakes.stream_server import Script
@@ -76,6 +77,10 @@ def test_shared_prefix_hits_come_from_the_servers_own_counts(tmp_path, api):
     assert run.record.prefix_cache_hits == groups * (members - 1)
     assert shape_text(run) == "shared-prefix: 2 groups sharing a 40-token prefix / 48 in / 4 out, greedy"
     assert run.record.guard is None or "post_run" not in run.record.guard.as_recorded()
+    printed = format_run_summary(run).splitlines()  # what the run prints at its end
+    assert [line.split()[2] for line in printed if line.startswith("prefix_cache_hit_rate ")] == [f"{expected:.3f}"]
+    server = [line.split()[2] for line in printed if line.startswith("prefix_cache_hit_rate_server ")]
+    assert server == ([f"{expected:.3f}"] if api == "openai" else [])  # SGLang exports no counter: no line
 
 
 def test_a_trace_is_replayed_with_its_lengths_and_groups(tmp_path):
