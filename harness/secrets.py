@@ -5,15 +5,27 @@ auth) and shown nowhere; an API key is sent as `Authorization: Bearer ...` and n
 text the harness writes (records, manifests, logs, reports, error lines) goes through `redact`,
 which masks URL user info, `Bearer`/`Basic` credentials, and every secret this process was given
 (`remember`), wherever a server may have echoed it.
+
+A credential is remembered whole, as a server may echo it (stripped of surrounding spaces, JSON- or
+Python-escaped, HTML-escaped), and each of its tokens of MIN_SECRET_CHARS or more (its words, its
+parts between quotes and separators, its runs of letters and digits): a gateway that echoes only
+the token of `Authorization: Bearer TOKEN` ("invalid token
+TOKEN"), or a part of a key cut at a quote, is masked as the whole is. A credential must be
+printable ASCII (what an HTTP header carries); anything else is refused before it is sent.
 """
 
 from __future__ import annotations
 
 import base64
+import html
+import json
 import os
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import regex
+
+from harness.errors import SparkbenchError
 
 API_KEY_VARIABLES = ("SPARKBENCH_API_KEY", "OPENAI_API_KEY")  # first one set wins
 API_KEY_FLAG = "--api-key"
@@ -30,13 +42,52 @@ _URL_USERINFO = regex.compile(
     r"(?<![A-Za-z0-9+.-])(?P<lead>[0-9+.-]*+)(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*+://)[^/@\s\"']++@")
 _AUTH_VALUE = regex.compile(r"(?P<scheme>\b(?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]+", regex.IGNORECASE)
 MIN_SECRET_CHARS = 8  # shorter values could match ordinary text (or an embedded figure); masked in URLs and headers only
+# A credential's tokens, as a server may quote one alone: its words (split at whitespace), its
+# parts between quotes, commas, semicolons and equals signs (`token="..."`), its runs of letters and digits.
+_TOKENS = (regex.compile(r"\S+"), regex.compile(r"[^\s\"',;=]+"), regex.compile(r"[A-Za-z0-9]+"))
 _remembered: set[str] = set()
+_pattern: regex.Pattern | None = None  # every remembered form, longest first: one pass over a text
+
+
+def echoed_forms(secret: str) -> set[str]:
+    """`secret` as a server may echo it: as given, stripped, JSON-escaped, HTML-escaped, and each of
+    those as Python's repr writes it (backslashes doubled, a quote escaped or not)."""
+    plain = {secret, secret.strip(), json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1],
+             html.escape(secret)}
+    doubled = {form.replace("\\", "\\\\") for form in plain}
+    return plain | doubled | {form.replace("'", "\\'") for form in doubled}
+
+
+def tokens(secret: str) -> set[str]:
+    """Every token of `secret` that a server may echo alone (`_TOKENS`), of any length."""
+    return {token for pattern in _TOKENS for token in pattern.findall(secret)}
 
 
 def remember(secret: str | None) -> None:
-    """Mask `secret` in everything `redact` sees from now on, in this process."""
-    if secret and len(secret) >= MIN_SECRET_CHARS:
-        _remembered.add(secret)
+    """Mask `secret` (in each of its echoed forms) and each of its tokens of MIN_SECRET_CHARS or more
+    in everything `redact` sees from now on, in this process."""
+    global _pattern
+    if not secret:
+        return
+    found = {form for form in echoed_forms(secret) if len(form) >= MIN_SECRET_CHARS}
+    found |= {token for token in tokens(secret) if len(token) >= MIN_SECRET_CHARS}
+    if found - _remembered:
+        _remembered.update(found)
+        alternatives = sorted(_remembered, key=len, reverse=True)
+        _pattern = regex.compile("|".join(regex.escape(form) for form in alternatives))
+
+
+def checked_credential(value: str, what: str) -> str:
+    """`value` when an HTTP header can carry it (printable ASCII, no space at either end); else a
+    one-line refusal naming `what` and the position, never the value."""
+    bad = next((i for i, char in enumerate(value) if not " " <= char <= "~" and char != "\t"), None)
+    if bad is not None:
+        kind = "a non-ASCII character" if ord(value[bad]) > 0x7E else "a control character"
+        raise SparkbenchError(f"{what} holds {kind} at position {bad + 1}; a credential sent in an HTTP "
+                              "header must be printable ASCII")
+    if value != value.strip():
+        raise SparkbenchError(f"{what} begins or ends with a space, which an HTTP header cannot carry")
+    return value
 
 
 def remember_url(url: str) -> None:
@@ -55,8 +106,11 @@ def remember_url(url: str) -> None:
 def api_key(explicit: str | None = None) -> str | None:
     """The key given on the command line, else from the environment (API_KEY_VARIABLES), else None;
     remembered for `redact`."""
-    key = explicit or next((os.environ[name] for name in API_KEY_VARIABLES if os.environ.get(name)), None)
-    remember(key)
+    named = "--api-key" if explicit else next((name for name in API_KEY_VARIABLES if os.environ.get(name)), None)
+    key = explicit or (os.environ[named] if named else None)
+    if key:
+        remember(key)
+        checked_credential(key, f"the API key ({named})")
     return key
 
 
@@ -76,13 +130,30 @@ def auth_headers(key: str | None) -> dict[str, str]:
 
 
 def redact(text: str) -> str:
-    """`text` with the user info of every URL, every `Bearer`/`Basic` credential and every
-    remembered secret replaced by MASK: the one redaction of everything written."""
+    """`text` with every remembered secret, the user info of every URL and every `Bearer`/`Basic`
+    credential replaced by MASK: the one redaction of everything written. The remembered secrets
+    go first: a key holding a character the `Bearer` pattern stops at (a quote) would otherwise
+    have its head masked and its tail left for no remembered form to match."""
+    if _pattern is not None:
+        text = _pattern.sub(MASK, text, concurrent=True)
     text = _URL_USERINFO.sub(lambda m: f"{m.group('lead')}{m.group('scheme')}{MASK}@", text, concurrent=True)
-    text = _AUTH_VALUE.sub(lambda m: f"{m.group('scheme')}{MASK}", text, concurrent=True)
-    for secret in sorted(_remembered, key=len, reverse=True):
-        text = text.replace(secret, MASK)
-    return text
+    return _AUTH_VALUE.sub(lambda m: f"{m.group('scheme')}{MASK}", text, concurrent=True)
+
+
+def redacted(value: Any) -> Any:
+    """`value` with every text in it redacted (dict keys too), its structure kept: a JSON document is
+    redacted this way before it is written, so that a secret made of what JSON is made of (spaces,
+    digits, quotes) can never break the document, and a quote in a secret is found before JSON
+    escapes it."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redacted(key): redacted(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redacted(item) for item in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return redact(str(value))  # written as its text (`json.dumps(default=str)`), so redacted as that
 
 
 def redact_argv(argv: list[str]) -> list[str]:

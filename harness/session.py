@@ -57,6 +57,7 @@ def run(request: RunRequest, target: Target | None = None, repeat: dict[str, Any
     config = workload_config(request)  # a bad option fails before any server starts
     check_schedule(request.options, config)
     check_extra_body(request.options.extra_body, request.target.backend, config.wants_chat())  # before detection
+    credentials(request)  # a key no header can carry, too
     with ExitStack() as stack:
         target = target or stack.enter_context(open_target(request.target, request.workload.name))
         options = run_options(request, target.base_url)
@@ -103,14 +104,18 @@ def workload_config(request: RunRequest) -> WorkloadConfig:
     return config_of(name, options)
 
 
-def run_options(request: RunRequest, base_url: str) -> RunOptions:
-    """The runner's options: the request's, at `base_url`, with the API key from the environment
-    when the request gives none (`harness.secrets.api_key`); each header's value is masked in all
-    that is written, as the key is."""
-    given = request.options.api_key.get_secret_value() if request.options.api_key else None
+def credentials(request: RunRequest) -> str | None:
+    """The API key to send: the request's, else the environment's (`harness.secrets.api_key`). It and
+    each header's value are remembered, so that they are masked in all that is written; a key that
+    an HTTP header cannot carry is refused in one line."""
     for header in request.options.header:
         remember(header_parts(header)[1])
-    return RunOptions(base_url=base_url, **{**dict(request.options), "api_key": api_key(given)})
+    return api_key(request.options.api_key.get_secret_value() if request.options.api_key else None)
+
+
+def run_options(request: RunRequest, base_url: str) -> RunOptions:
+    """The runner's options: the request's, at `base_url`, with its credentials (`credentials`)."""
+    return RunOptions(base_url=base_url, **{**dict(request.options), "api_key": credentials(request)})
 
 
 def run_planned(target: Target, backend: Backend, plan: Plan, options: RunOptions, switches: RunSwitches,

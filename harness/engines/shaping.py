@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from harness.errors import SparkbenchError
-from harness.secrets import header_parts
+from harness.secrets import checked_credential, header_parts
 
 # Set by the transport itself: a header of the user's own with one of these names would break the framing.
 FRAMING_HEADERS = frozenset({"host", "content-length", "content-type", "accept", "transfer-encoding", "connection"})
@@ -37,6 +37,10 @@ def checked_header(header: str) -> str:
         raise ValueError(f"header {name} is set by the transport itself")
     if any(char in value for char in "\r\n\0"):
         raise ValueError(f"header {name}: its value holds a line break or NUL")
+    try:
+        checked_credential(value, f"header {name}: its value")
+    except SparkbenchError as exc:
+        raise ValueError(str(exc)) from None
     return f"{name}: {value}"
 
 

@@ -24,7 +24,7 @@ from harness import __version__
 from harness.errors import SparkbenchError
 from harness.records.atomic import write_text_atomically
 from harness.records.manifest import RunRecord
-from harness.secrets import redact, redact_argv
+from harness.secrets import redact_argv, redacted
 
 MANIFEST_NAME = "manifest.json"
 # The manifest's `scale` of runs on the embedded test bed; every output of such a run states it.
@@ -129,7 +129,7 @@ class RunDir:
     def save(self) -> None:
         # A reader never sees half a manifest, and a save that fails (disk full) leaves no half one
         # beside it: the manifest stays as last written.
-        text = redact(json.dumps(self.manifest, indent=2, sort_keys=True, default=str))
+        text = json.dumps(redacted(self.manifest), indent=2, sort_keys=True, default=str)
         write_text_atomically(self.path / MANIFEST_NAME, text)
         self._last_beat = time.time()
 

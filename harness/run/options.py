@@ -15,8 +15,9 @@ from typing import Any
 from pydantic import Field, SecretStr, field_serializer, field_validator, model_validator
 
 from harness.engines.shaping import checked_header
+from harness.errors import SparkbenchError
 from harness.run.load_options import LoadOptions
-from harness.secrets import auth_headers, header_parts, masked_header
+from harness.secrets import auth_headers, checked_credential, header_parts, masked_header
 
 
 class RunSettings(LoadOptions):
@@ -63,6 +64,16 @@ class RunSettings(LoadOptions):
     @classmethod
     def _headers(cls, headers: list[str]) -> list[str]:
         return [checked_header(header) for header in headers]
+
+    @field_validator("api_key")
+    @classmethod
+    def _sendable(cls, key: SecretStr | None) -> SecretStr | None:
+        if key is not None:
+            try:
+                checked_credential(key.get_secret_value(), "--api-key")
+            except SparkbenchError as exc:
+                raise ValueError(str(exc)) from None
+        return key
 
     @field_validator("extra_body", mode="before")
     @classmethod

@@ -27,6 +27,7 @@ from harness.engines.control import get_within
 from harness.engines.prometheus import parse_metrics
 from harness.engines.series import Series
 from harness.records.timeseries import SeriesWriter
+from harness.secrets import redacted
 
 SCRAPE_DEADLINE_S = 5.0  # the whole scrape: a server trickling its answer cannot hold the scraper
 SCRAPE_MAX_BYTES = 4 * 2**20  # an engine's /metrics is tens to hundreds of KB; 50 MB slowed a run tenfold
@@ -102,7 +103,7 @@ class ServerScraper:
         samples = parse_metrics(text, self.roles)
         self.missing -= {name for name, _ in samples}
         return [{"t_ns": t_ns, "role": self.roles[name], "metric": name,
-                 "labels": json.dumps(dict(sorted(labels)), sort_keys=True), "value": value}
+                 "labels": json.dumps(redacted(dict(sorted(labels))), sort_keys=True), "value": value}
                 for (name, labels), value in samples.items()]
 
     def _failed(self, why: str) -> None:

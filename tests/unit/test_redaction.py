@@ -25,11 +25,10 @@ ADVERSARIAL_PIECE = st.text(alphabet="xy19+.-:/", min_size=1, max_size=6)
 
 
 def reference_redact(text: str) -> str:
-    text = REFERENCE_URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
-    text = secrets._AUTH_VALUE.sub(lambda m: f"{m.group('scheme')}{MASK}", text)
     for secret in sorted(secrets._remembered, key=len, reverse=True):
         text = text.replace(secret, MASK)
-    return text
+    text = REFERENCE_URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
+    return secrets._AUTH_VALUE.sub(lambda m: f"{m.group('scheme')}{MASK}", text)
 
 
 @given(URLISH)
