@@ -30,6 +30,9 @@ TURN_SEPARATOR = "/turn"  # prompt ids of later turns: `<first turn's id>/turn2`
 # A rendered conversation longer than this is a template gone wrong (a loop over a huge range),
 # not a prompt: rendering stops there instead of filling memory.
 MAX_RENDERED_CHARS = 4 * 2**20
+# The conversation a template is tried on when it is read: a first turn, then a second.
+PROBE_MESSAGES = ({"role": "user", "content": "Hello."}, {"role": "assistant", "content": "Hello to you."},
+                  {"role": "user", "content": "Go on."})
 
 
 @lru_cache(maxsize=8)
@@ -53,10 +56,32 @@ def _token_text(value: Any) -> str:
     return value.get("content", "") if isinstance(value, dict) else (value or "")
 
 
+class NoTemplate(SparkbenchError):
+    """The tokenizer folder has no chat template."""
+
+
 def load_template(folder: str | Path) -> dict[str, str]:
     """The chat template of a tokenizer folder, `{"source", "bos_token", "eos_token"}`: the template
-    from `chat_template.jinja`, else `tokenizer_config.json`'s `chat_template`. A one-line error
-    when the folder has neither."""
+    from `chat_template.jinja`, else `tokenizer_config.json`'s `chat_template`, once it renders a
+    first turn and a later one (`checked_template`). A one-line error when the folder has neither
+    (NoTemplate) or the template cannot render."""
+    return checked_template(_read_template(folder))
+
+
+def checked_template(template: dict[str, str]) -> dict[str, str]:
+    """`template`, once it has rendered a first turn and a second (user, assistant, user): a template
+    that cannot is refused where it is read, before any request, instead of at a run's first
+    request or at its first second turn (a failed run)."""
+    for turns in (1, len(PROBE_MESSAGES)):
+        try:
+            render(template, list(PROBE_MESSAGES[:turns]))
+        except SparkbenchError as exc:
+            raise SparkbenchError(f"{exc} (tried on a {'first' if turns == 1 else 'second'} turn before any "
+                                  "request)") from exc
+    return template
+
+
+def _read_template(folder: str | Path) -> dict[str, str]:
     folder = Path(folder)
     config_path = folder / TOKENIZER_CONFIG
     try:
@@ -68,7 +93,7 @@ def load_template(folder: str | Path) -> dict[str, str]:
     if isinstance(source, list):  # several named templates: the default one
         source = next((t.get("template") for t in source if t.get("name") == "default"), None)
     if not isinstance(source, str) or not source:
-        raise SparkbenchError(f"no chat template in {folder} ({TEMPLATE_FILE} or {TOKENIZER_CONFIG}); pass "
+        raise NoTemplate(f"no chat template in {folder} ({TEMPLATE_FILE} or {TOKENIZER_CONFIG}); pass "
                               "--tokenizer DIR with the model's tokenizer, or --chat to use the OpenAI chat API")
     return {"source": source, "bos_token": _token_text(config.get("bos_token")),
             "eos_token": _token_text(config.get("eos_token"))}

@@ -58,6 +58,8 @@ def run(request: RunRequest, target: Target | None = None, repeat: dict[str, Any
     check_schedule(request.options, config)
     check_extra_body(request.options.extra_body, request.target.backend, config.wants_chat())  # before detection
     credentials(request)  # a key no header can carry, too
+    if hasattr(config, "check_before_server"):  # what a workload reads of its own (a chat template)
+        config.check_before_server()
     with ExitStack() as stack:
         target = target or stack.enter_context(open_target(request.target, request.workload.name))
         options = run_options(request, target.base_url)

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from harness.chat import load_template, messages_prompt, render
+from harness.chat import NoTemplate, load_template, messages_prompt, render
 from harness.config import AbsolutePathText
 from harness.errors import SparkbenchError
 from harness.facts import EngineFacts
@@ -198,9 +198,11 @@ def _template(folder: Path, needed: Conversation | None, chat: bool) -> dict[str
     must be rendered here (text endpoints) and it has none."""
     try:
         return load_template(folder)
-    except SparkbenchError:
+    except SparkbenchError as exc:
         if needed is None or chat:
             return None
+        if not isinstance(exc, NoTemplate):  # there, but it cannot render a conversation
+            raise
         raise SparkbenchError(f"dataset row {needed.row} is a conversation ({needed.form}, {len(needed.turns)} "
                               f"turns): rendering it needs the model's chat template, and {folder} has none; pass "
                               "--tokenizer DIR with one, or --chat") from None

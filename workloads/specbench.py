@@ -61,6 +61,12 @@ class SpecBenchConfig(WorkloadConfig):
     tokenizer: PathText | None = Field(None, description="Tokenizer folder with the model's chat template "
                                                          "(default: the served model's).")
 
+    def check_before_server(self) -> None:
+        """The chat template of `--tokenizer`, read and tried now (`harness.chat.load_template`): a
+        template that cannot render is refused before any server is asked, not in a failed run."""
+        if self.tokenizer is not None and not self.chat:
+            load_template(self.tokenizer)
+
     @field_validator("categories", mode="before")
     @classmethod
     def _listed(cls, value: object) -> object:

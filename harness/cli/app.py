@@ -36,6 +36,7 @@ def asks_for_help(exc: typer.TyperException) -> bool:
 
 
 def main() -> None:
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is KeyboardInterrupt from here on
     signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     try:
         # Not standalone: the parser's usage errors reach us, so they print as one line like every other.
@@ -44,7 +45,7 @@ def main() -> None:
         print(exc.format_message() if asks_for_help(exc) else f"sparkbench: {redact(usage_line(exc))}",
               file=sys.stderr)
         sys.exit(SparkbenchError.exit_code)
-    except typer.Abort:
+    except (typer.Abort, KeyboardInterrupt):  # Ctrl-C before a command's own handling of it (a run's)
         print("sparkbench: interrupted", file=sys.stderr)
         sys.exit(1)
     except SparkbenchError as exc:

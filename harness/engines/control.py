@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable
+from contextlib import aclosing
 from typing import Any, TypeVar
 
 import httpx
@@ -45,9 +46,9 @@ def _grown(body: bytearray, piece: bytes, url: str, limit: int | None = None) ->
 async def bounded_request(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> httpx.Response:
     """`client.request`, its body read only up to MAX_ANSWER_BYTES: the answer with its body
     inflated (no content-encoding left), or AnswerTooLarge."""
-    async with client.stream(method, url, **kwargs) as resp:
+    async with client.stream(method, url, **kwargs) as resp, aclosing(resp.aiter_bytes()) as pieces:
         body = bytearray()
-        async for piece in resp.aiter_bytes():
+        async for piece in pieces:  # closed here when the limit stops it, not later by the collector
             _grown(body, piece, url)
     headers = [(name, value) for name, value in resp.headers.multi_items()
                if name.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
@@ -85,8 +86,16 @@ class BoundedClient:
         return self._loop.run_until_complete(within(self.deadline_s, url, answer))
 
     def close(self) -> None:
-        self._loop.run_until_complete(self._client.aclose())
-        self._loop.close()
+        """Close the client, then let what a stopped request left on the loop (an answer's byte
+        iterators, their closing tasks) finish, so the loop ends with nothing pending: a task
+        destroyed while pending is a line on stderr."""
+        loop = self._loop
+        loop.run_until_complete(self._client.aclose())
+        pending = asyncio.all_tasks(loop)
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
 
     def __enter__(self) -> BoundedClient:
         return self
