@@ -49,15 +49,15 @@ KEYS = st.text(PRINTABLE, min_size=8, max_size=48).filter(lambda key: key == key
 @contextmanager
 def fresh_memory() -> Iterator[None]:
     """The process's remembered secrets emptied for the block, as they were after it."""
-    kept, pattern = set(secrets._remembered), secrets._pattern
+    kept, literals = set(secrets._remembered), list(secrets._literals)
     secrets._remembered.clear()
-    secrets._pattern = None
+    secrets._literals.clear()
     try:
         yield
     finally:
         secrets._remembered.clear()
         secrets._remembered.update(kept)
-        secrets._pattern = pattern
+        secrets._literals[:] = literals
 
 
 def test_the_token_of_a_bearer_header_echoed_alone_is_masked():
