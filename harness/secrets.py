@@ -110,6 +110,20 @@ def remember_url(url: str) -> None:
         remember(secret)
 
 
+def remember_header(value: str) -> None:
+    """Remember a header's value as a credential; a `Basic` one also as its decoded `user:password`
+    and password, as `remember_url` does for a URL's."""
+    remember(value)
+    scheme, _, encoded = value.partition(" ")
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(encoded.strip(), validate=True).decode()
+        except ValueError:  # not base64 of UTF-8 text: nothing more to remember
+            return
+        remember(decoded)
+        remember(decoded.partition(":")[2])
+
+
 def api_key(explicit: str | None = None) -> str | None:
     """The key given on the command line, else from the environment (API_KEY_VARIABLES), else None;
     remembered for `redact`."""

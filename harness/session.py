@@ -39,7 +39,7 @@ from harness.run.resume import check_same_spec, done_prompts, resumed_options
 from harness.run.runner import RunAborted, RunOptions, execute, snapshot_server
 from harness.run.schedule_check import check_schedule
 from harness.run.target import Target, backend_for, target_server
-from harness.secrets import api_key, header_parts, redact, remember
+from harness.secrets import api_key, header_parts, redact, remember_header
 from workloads import Plan, Workload, WorkloadConfig
 from workloads.registry import config_of, entry, plan
 
@@ -111,7 +111,7 @@ def credentials(request: RunRequest) -> str | None:
     each header's value are remembered, so that they are masked in all that is written; a key that
     an HTTP header cannot carry is refused in one line."""
     for header in request.options.header:
-        remember(header_parts(header)[1])
+        remember_header(header_parts(header)[1])
     return api_key(request.options.api_key.get_secret_value() if request.options.api_key else None)
 
 

@@ -5,6 +5,7 @@ header can carry is refused in one line before any request."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -21,7 +22,7 @@ from typer.testing import CliRunner
 
 from harness import secrets
 from harness.cli import app
-from harness.secrets import MASK, redact, remember
+from harness.secrets import MASK, redact, remember, remember_header
 from tests.fakes.echo_server import echoing
 from tests.fakes.recording_server import recording
 from tests.fakes.stream_server import Script
@@ -65,6 +66,12 @@ def test_the_token_of_a_bearer_header_echoed_alone_is_masked():
         remember("Bearer tok3n-GATEWAY-77x")  # what `--header "Authorization: Bearer ..."` remembers
         assert redact("invalid token tok3n-GATEWAY-77x") == f"invalid token {MASK}"
         assert redact("invalid token GATEWAY") == "invalid token GATEWAY"  # 7 characters: ordinary text
+
+
+def test_a_basic_header_is_remembered_decoded_too():
+    with fresh_memory():
+        remember_header("Basic " + base64.b64encode(b"alice:pw-basic-2024").decode())
+        assert redact("user alice:pw-basic-2024 refused; password pw-basic-2024") == f"user {MASK} refused; password {MASK}"
 
 
 def test_a_key_holding_a_quote_is_masked_whole_beside_its_bearer_scheme():
