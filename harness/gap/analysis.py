@@ -1,4 +1,4 @@
-"""Per cell: accept length and decode speed-up with paired intervals; the gap attributed to its causes.
+"""Per cell: accept length and decode speed-up with bootstrap intervals; the gap attributed to its causes.
 
 Figures of a cell (its plain run P and speculative run S, the same prompts, aligned by prompt id):
 - decode speed-up = R(S) / R(P), R = sum(completion_tokens - 1) / sum(decode seconds): the
@@ -11,9 +11,12 @@ A failed request adds nothing to either sum. A request of the speculative server
 speculation figures drafted nothing (llama.cpp leaves `draft_n` out then): each of its decode steps
 made one token, so it counts with accept length 1 over `completion_tokens - 1` rounds.
 
-Intervals: 95% percentile bootstrap over prompts, paired: one resample of prompt positions is
-applied to both runs of a cell and to every cell of the same content (whose prompts are the same),
-so the attribution's intervals carry the prompt-to-prompt spread the cells share.
+Intervals: 95% BCa bootstrap over prompts (`scipy.stats.bootstrap`, one sample per content). The
+prompts of one content are resampled jointly across that content's cells (both runs of a cell and
+all its sampling and length cells send the same prompts: those pairs are real) and independently of
+every other content's. An interval is printed only where the design has as many prompts per content
+as the coverage simulation (`scripts/gap_coverage.py`, docs/gap.md) found that kind of interval to
+need for at least 90% coverage at nominal 95%; below that the table says how many it needs.
 
 Attribution. Along each factor the published evaluation moved from its synthetic corner
 (synthetic, greedy, fixed) to its GSM8K corner (gsm8k, published sampling, natural length); the
@@ -38,11 +41,16 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.run import Run
-from harness.analysis.stats import CONFIDENCE, N_RESAMPLES
-from harness.gap.design import FACTORS, GSM8K_CORNER, SYNTHETIC_CORNER
+from harness.analysis.stats import N_RESAMPLES
+from harness.gap.design import BASE_CORNERS, FACTORS, GSM8K_CORNER, SYNTHETIC_CORNER
+from harness.gap.intervals import bootstrap_intervals, needed_prompts
 from harness.metrics.speculative import accept_length_parts
 
 FIGURES = ("speedup", "accept_length_token_weighted", "accept_length_request_weighted")
+RATES = ("plain_decode_tok_s", "spec_decode_tok_s")  # shown without intervals
+SHARES = ("delta", *(f"one_at_a_time:{f}" for f in FACTORS), "one_at_a_time:interaction",
+          *(f"shapley:{f}" for f in FACTORS))
+ATTRIBUTION_COLUMNS = ["base", "figure", "share", "value", "low", "high", "prompts", "needs_prompts"]
 
 
 @dataclass(frozen=True)
@@ -119,31 +127,23 @@ def shapley_weights(k: int) -> float:
     return math.factorial(k) * math.factorial(len(FACTORS) - k - 1) / math.factorial(len(FACTORS))
 
 
-def attribute(value: Callable[[tuple[str, str, str]], np.ndarray]) -> dict[str, np.ndarray]:
-    """Split v(GSM8K corner) - v(synthetic corner) over the factors (module docstring): `value`
-    gives a figure (an array of resamples) at any levels of the cube between the two corners."""
+def attribute(value: Callable[[tuple[str, str, str]], np.ndarray],
+              base: tuple[str, str, str] = SYNTHETIC_CORNER) -> dict[str, np.ndarray]:
+    """Split v(GSM8K corner) - v(base corner) over the factors (module docstring): `value` gives a
+    figure (an array) at any levels of the cube between the two corners."""
     def at(moved: frozenset[int]) -> np.ndarray:
-        return value(tuple(GSM8K_CORNER[i] if i in moved else SYNTHETIC_CORNER[i] for i in range(len(FACTORS))))
+        return value(tuple(GSM8K_CORNER[i] if i in moved else base[i] for i in range(len(FACTORS))))
 
-    base = at(frozenset())
-    out = {"delta": at(frozenset(range(len(FACTORS)))) - base}
+    start = at(frozenset())
+    out = {"delta": at(frozenset(range(len(FACTORS)))) - start}
     for i, factor in enumerate(FACTORS):
         others = [j for j in range(len(FACTORS)) if j != i]
-        out[f"one_at_a_time:{factor}"] = at(frozenset({i})) - base
+        out[f"one_at_a_time:{factor}"] = at(frozenset({i})) - start
         out[f"shapley:{factor}"] = sum(
             shapley_weights(len(subset)) * (at(frozenset({*subset, i})) - at(frozenset(subset)))
             for k in range(len(others) + 1) for subset in itertools.combinations(others, k))
     out["one_at_a_time:interaction"] = out["delta"] - sum(out[f"one_at_a_time:{f}"] for f in FACTORS)
     return out
-
-
-def _interval(draws: np.ndarray) -> tuple[float, float]:
-    finite = draws[np.isfinite(draws)]
-    if finite.size == 0:
-        return math.nan, math.nan
-    tail = (1 - CONFIDENCE) / 2 * 100
-    low, high = np.percentile(finite, [tail, 100 - tail])
-    return float(low), float(high)
 
 
 @dataclass(frozen=True)
@@ -155,58 +155,94 @@ class LoadedCell:
 
 
 def load_cells(folder: Path, design: dict) -> list[LoadedCell]:
-    """The cells of a design folder whose two runs both exist."""
-    loaded = []
+    """The cells of a design folder whose two runs both exist, each aligned on its content's prompt
+    order (every prompt any of the content's plain runs sent, in order of first sending)."""
+    runs = {}
     for entry in design["cells"]:
-        runs = entry.get("runs", {})
-        if set(runs) != {"plain", "speculative"}:
-            continue
-        plain, spec = (Run.load(folder / "runs" / runs[role]) for role in ("plain", "speculative"))
-        order = list(dict.fromkeys(plain.requests["prompt_id"]))
-        loaded.append(LoadedCell((entry["content"], entry["sampling"], entry["length"]),
-                                 cell_arrays(plain.derived, spec.derived, order), plain, spec))
-    return loaded
+        if set(entry.get("runs", {})) == {"plain", "speculative"}:
+            runs[(entry["content"], entry["sampling"], entry["length"])] = tuple(
+                Run.load(folder / "runs" / entry["runs"][role]) for role in ("plain", "speculative"))
+    order: dict[str, dict[str, None]] = {}
+    for levels, (plain, _) in runs.items():
+        order.setdefault(levels[0], {}).update(dict.fromkeys(plain.requests["prompt_id"]))
+    return [LoadedCell(levels, cell_arrays(plain.derived, spec.derived, list(order[levels[0]])), plain, spec)
+            for levels, (plain, spec) in runs.items()]
 
 
 def analyse_cells(cells: list[LoadedCell], n_resamples: int = N_RESAMPLES, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(cell table, attribution table): one row per cell with each figure's point and interval;
-    one row per (figure, share) of the attribution, where the cube between the corners was run."""
-    figures = {c.levels: cell_figures(c.arrays, resample_positions(len(c.arrays.plain_tokens), n_resamples, seed))
-               for c in cells}
-    rows = [_cell_row(c, figures[c.levels]) for c in cells]
-    return pd.DataFrame(rows), _attribution(figures)
+    one row per (base, figure, share) of the attribution, for each cube between a synthetic
+    corner and the GSM8K corner that was run in full."""
+    if not cells:
+        return pd.DataFrame(), _attribution_frame([])
+    keys, sizes, statistic = design_statistic([c.levels for c in cells], [c.arrays for c in cells])
+    point, low, high = bootstrap_intervals(statistic, sizes, n_resamples, seed)
+    shown = {key: (p, lo, hi) for key, p, lo, hi in zip(keys, point, low, high)}
+    rows = [_cell_row(c, shown, sizes[c.levels[0]]) for c in cells]
+    shares = [_share_row(key, shown[key], sizes) for key in keys if key[0] == "share"]
+    return pd.DataFrame(rows), _attribution_frame(shares)
 
 
-def resample_positions(n: int, n_resamples: int, seed: int) -> np.ndarray:
-    """Row 0 the prompts as sent, then `n_resamples` bootstrap rows; the same rows for every cell of
-    n prompts, which pairs the cells of one content (and contents of one size)."""
-    rng = np.random.default_rng([seed, n])
-    return np.vstack([np.arange(n)[None, :], rng.integers(0, max(n, 1), size=(n_resamples, n))])
+Key = tuple  # ("cell", levels, figure) or ("share", base, figure, share)
 
 
-def _cell_row(cell: LoadedCell, figures: dict[str, np.ndarray]) -> dict:
+def design_statistic(levels: list[tuple[str, str, str]], arrays: list[CellArrays]
+                     ) -> tuple[list[Key], dict[str, int], Callable[..., np.ndarray]]:
+    """(keys, prompts per content, statistic): `statistic(*indices)` takes one array of prompt
+    positions per content (in the order of `sizes`, any leading shape) and gives every figure of
+    every cell and every attribution share, stacked on the first axis in the order of `keys`."""
+    by_levels = dict(zip(levels, arrays))
+    sizes = {content: len(a.plain_tokens) for (content, _, _), a in by_levels.items()}
+    bases = [base for base in BASE_CORNERS if all(lv in by_levels for lv in cube(base))]
+    keys: list[Key] = [("cell", lv, f) for lv in by_levels for f in (*FIGURES, *RATES)]
+    keys += [("share", base, f, share) for base in bases for f in FIGURES for share in SHARES]
+
+    def statistic(*indices: np.ndarray, axis: int = -1) -> np.ndarray:
+        at = dict(zip(sizes, indices))
+        figures = {lv: cell_figures(a, at[lv[0]]) for lv, a in by_levels.items()}
+        values = [figures[lv][f] for _, lv, f in keys[:len(by_levels) * (len(FIGURES) + len(RATES))]]
+        for base in bases:
+            for f in FIGURES:
+                split = attribute(lambda lv, f=f: figures[lv][f], base)
+                values += [split[share] for share in SHARES]
+        return np.stack(np.broadcast_arrays(*values))
+
+    return keys, sizes, statistic
+
+
+def cube(base: tuple[str, str, str]) -> list[tuple[str, str, str]]:
+    """The eight cells between `base` and the GSM8K corner."""
+    return list(itertools.product(*zip(base, GSM8K_CORNER)))
+
+
+def _cell_row(cell: LoadedCell, shown: dict[Key, tuple[float, float, float]], n: int) -> dict:
     row = dict(zip(FACTORS, cell.levels))
-    for name, draws in figures.items():
-        row[name] = float(draws[0])
+    for name in (*FIGURES, *RATES):
+        point, low, high = shown[("cell", cell.levels, name)]
+        row[name] = point
         if name in FIGURES:
-            row[f"{name}_low"], row[f"{name}_high"] = _interval(draws[1:])
+            need = needed_prompts(name)
+            row[f"{name}_low"], row[f"{name}_high"] = (low, high) if n >= need else (math.nan, math.nan)
+            row[f"{name}_needs_prompts"] = need if n < need else 0
     for role, run in (("plain", cell.plain), ("spec", cell.spec)):
         ok = run.derived[run.derived["status"] == "ok"]
         row[f"{role}_requests_ok"] = len(ok)
         row[f"{role}_mean_output_tokens"] = float(ok["completion_tokens"].mean()) if len(ok) else math.nan
         if "correct" in ok:
             row[f"{role}_accuracy"] = float(ok["correct"].astype(float).mean())
+    row["prompts"] = n
     row["timing"] = cell.arrays.timing
     return row
 
 
-def _attribution(figures: dict[tuple[str, str, str], dict[str, np.ndarray]]) -> pd.DataFrame:
-    cube = list(itertools.product(*zip(SYNTHETIC_CORNER, GSM8K_CORNER)))
-    if any(levels not in figures for levels in cube):
-        return pd.DataFrame(columns=["figure", "share", "value", "low", "high"])
-    rows = []
-    for figure in FIGURES:
-        for share, draws in attribute(lambda levels, f=figure: figures[levels][f]).items():
-            rows.append({"figure": figure, "share": share, "value": float(draws[0]), **dict(zip(("low", "high"),
-                                                                                               _interval(draws[1:])))})
-    return pd.DataFrame(rows)
+def _share_row(key: Key, interval: tuple[float, float, float], sizes: dict[str, int]) -> dict:
+    _, base, figure, share = key
+    n = min(sizes[base[0]], sizes[GSM8K_CORNER[0]])
+    need = needed_prompts(figure, share)
+    low, high = interval[1:] if n >= need else (math.nan, math.nan)
+    return {"base": base[0], "figure": figure, "share": share, "value": interval[0], "low": low, "high": high,
+            "prompts": n, "needs_prompts": need if n < need else 0}
+
+
+def _attribution_frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=ATTRIBUTION_COLUMNS)

@@ -7,11 +7,19 @@ length (a fixed output with `ignore_eos` vs the natural length). Each cell here 
 each factor. Content comes from the registered workloads (synthetic, GSM8K, and each single-turn
 Spec-Bench task); a cell keeps the content's prompts and replaces their sampling, so the same
 prompts are sent in every sampling and length cell of that content.
+
+Synthetic prompts are short (`--synthetic-input-tokens`) and five-shot GSM8K prompts long (about
+1,000 tokens), so the synthetic -> GSM8K content change also changes prompt length. The content
+`synthetic-matched` holds length equal: random-token prompts whose lengths are the GSM8K prompts'
+token lengths one by one (`LengthMatchedWorkload`); the attribution from its corner
+(`MATCHED_CORNER`) measures content at equal prompt length, and synthetic -> synthetic-matched
+measures prompt length alone.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,11 +27,13 @@ from harness.spec import Prompt, SamplingParams
 from workloads.gsm8k import PUBLISHED_TEMPERATURE, PUBLISHED_TOP_K, PUBLISHED_TOP_P
 
 SYNTHETIC, GSM8K = "synthetic", "gsm8k"
+# Random-token prompts of the GSM8K prompts' token lengths, one by one: content at equal prompt length.
+SYNTHETIC_MATCHED = "synthetic-matched"
 SPECBENCH_PREFIX = "specbench:"
 # Spec-Bench's multi-turn MT-bench needs the model's own first answer for its second turn, which
 # differs between the plain and the speculative server under sampling: its single-turn tasks only.
 SPECBENCH_TASKS = ("translation", "summarization", "qa", "math_reasoning", "rag")
-CONTENTS = (SYNTHETIC, GSM8K, *(SPECBENCH_PREFIX + task for task in SPECBENCH_TASKS))
+CONTENTS = (SYNTHETIC, SYNTHETIC_MATCHED, GSM8K, *(SPECBENCH_PREFIX + task for task in SPECBENCH_TASKS))
 GREEDY, PUBLISHED = "greedy", "published"
 FIXED, NATURAL = "fixed", "natural"
 SAMPLINGS = (GREEDY, PUBLISHED)
@@ -31,6 +41,10 @@ LENGTHS = (FIXED, NATURAL)
 # The two corners the published evaluation measured: its synthetic workload and its GSM8K one.
 SYNTHETIC_CORNER = (SYNTHETIC, GREEDY, FIXED)
 GSM8K_CORNER = (GSM8K, PUBLISHED, NATURAL)
+# The attribution's starting corners: the published synthetic workload, and the same at the GSM8K
+# prompts' lengths (its content share is content at equal prompt length).
+MATCHED_CORNER = (SYNTHETIC_MATCHED, GREEDY, FIXED)
+BASE_CORNERS = (SYNTHETIC_CORNER, MATCHED_CORNER)
 FACTORS = ("content", "sampling", "length")
 
 
@@ -106,3 +120,33 @@ class CellWorkload:
         return {**inner, "sampling": {**sampling.to_dict(), "seed": None}, "base_seed": self.base_seed,
                 "requires_uncached_prompts": False, "gap_cell": self.cell.to_dict(),
                 "gap_lengths": {"fixed": self.lengths.fixed, "natural_cap": self.lengths.natural_cap}}
+
+
+class LengthMatchedWorkload:
+    """Random-token prompts whose lengths are a reference workload's prompt lengths, one by one: the
+    synthetic workload replaying a trace of the reference prompts' token counts (`count(prompt)`,
+    what the server counts for it). Prompt i of this content stands against prompt i of the
+    reference at the same length; the outputs keep the synthetic workload's."""
+
+    def __init__(self, synthetic: Any, reference: Any, count: Callable[[Prompt], int]) -> None:
+        import numpy as np
+
+        from harness.run.trace import Trace
+
+        self.reference_name = reference.name
+        self.input_tokens = [count(p) for p in reference.prompts()]
+        offsets = np.zeros(len(self.input_tokens))
+        self.inner = synthetic.replaying(Trace(offsets, {"input_tokens": tuple(self.input_tokens)}))
+        self.name = self.inner.name
+
+    def prompts(self) -> list[Prompt]:
+        return self.inner.prompts()
+
+    def warmup_prompts(self, count: int) -> list[Prompt]:
+        return self.inner.warmup_prompts(count)
+
+    def check_fits(self, context: int | None) -> None:
+        self.inner.check_fits(context)
+
+    def spec(self) -> dict[str, Any]:
+        return {**self.inner.spec(), "length_matched_to": self.reference_name, "input_tokens_each": self.input_tokens}

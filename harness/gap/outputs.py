@@ -16,9 +16,12 @@ CELL_COLUMNS = (
     ("plain_mean_output_tokens", "output tokens plain", "{:.0f}"), ("spec_mean_output_tokens", "output tokens spec", "{:.0f}"),
 )
 SHARE_NAMES = {"delta": "total change, synthetic corner -> GSM8K corner"}
-NO_ATTRIBUTION = "Attribution not computed: it needs all eight cells of the synthetic and gsm8k contents."
-CELLS_HEADING = "Cells (95% paired bootstrap intervals over prompts)"
+BASE_NAMES = {"synthetic": "synthetic", "synthetic-matched": "synthetic at GSM8K prompt lengths"}
+NO_ATTRIBUTION = ("Attribution not computed: it needs all eight cells of the gsm8k content and of synthetic or "
+                  "synthetic-matched.")
+CELLS_HEADING = "Cells (95% BCa bootstrap intervals over prompts, resampled jointly within a content)"
 ATTRIBUTION_HEADING = "Attribution of the change from the synthetic corner to the GSM8K corner"
+MATCHED_NOTE = ", synthetic-matched prompts as long as the GSM8K prompts, one by one"
 CELLS_FILE, ATTRIBUTION_FILE, FIGURE_FILE = "gap_cells.csv", "gap_attribution.csv", "gap.png"
 
 
@@ -27,8 +30,15 @@ def _with_interval(row: pd.Series, name: str, fmt: str) -> str:
     if not isinstance(value, float) or not math.isfinite(value):
         return "not measured"
     low, high = row.get(f"{name}_low", math.nan), row.get(f"{name}_high", math.nan)
-    text = fmt.format(value)
-    return f"{text} [{fmt.format(low)}, {fmt.format(high)}]" if math.isfinite(low) and math.isfinite(high) else text
+    return fmt.format(value) + _interval_text(low, high, row.get(f"{name}_needs_prompts", 0), fmt)
+
+
+def _interval_text(low: float, high: float, needs: float, fmt: str) -> str:
+    """" [low, high]"; where the design has too few prompts for this kind of interval to cover,
+    how many it needs instead; nothing where no interval could be formed."""
+    if isinstance(needs, (int, float)) and math.isfinite(needs) and needs > 0:
+        return f" (no interval: needs {int(needs)} prompts per content)"
+    return f" [{fmt.format(low)}, {fmt.format(high)}]" if math.isfinite(low) and math.isfinite(high) else ""
 
 
 def cells_view(cells: pd.DataFrame) -> pd.DataFrame:
@@ -45,13 +55,14 @@ def cells_markdown(cells: pd.DataFrame) -> str:
 
 
 def attribution_view(attribution: pd.DataFrame) -> pd.DataFrame:
-    """The attribution as shown: one row per (figure, share), the value with its interval."""
+    """The attribution as shown: one row per (base corner, figure, share), the value with its interval."""
     rows = []
     for _, row in attribution.iterrows():
-        interval = f" [{row['low']:+.3f}, {row['high']:+.3f}]" if math.isfinite(row["low"]) else ""
+        interval = _interval_text(row["low"], row["high"], row.get("needs_prompts", 0), "{:+.3f}")
         value = f"{row['value']:+.3f}{interval}" if math.isfinite(row["value"]) else "not measured"
-        rows.append([row["figure"], SHARE_NAMES.get(row["share"], row["share"]), value])
-    return pd.DataFrame(rows, columns=["figure", "share", "value [95% interval]"])
+        share = SHARE_NAMES.get(row["share"], row["share"])
+        rows.append([BASE_NAMES.get(row.get("base", "synthetic"), row.get("base")), row["figure"], share, value])
+    return pd.DataFrame(rows, columns=["from", "figure", "share", "value [95% interval]"])
 
 
 def attribution_markdown(attribution: pd.DataFrame) -> str:
@@ -70,7 +81,8 @@ def settings_line(design: dict) -> str:
     return (f"Plain: {profiles.get('plain') or servers['plain']}; speculative: "
             f"{profiles.get('speculative') or servers['speculative']}. {settings['prompts']} prompts per content; "
             f"fixed length {settings['fixed_tokens']} tokens (ignore_eos), natural length capped at "
-            f"{settings['natural_cap']}; synthetic prompts of {settings['synthetic_input_tokens']} tokens.")
+            f"{settings['natural_cap']}; synthetic prompts of {settings['synthetic_input_tokens']} tokens"
+            f"{MATCHED_NOTE if 'synthetic-matched' in settings['contents'] else ''}.")
 
 
 def write_outputs(folder: Path, cells: pd.DataFrame, attribution: pd.DataFrame, design: dict) -> Path:

@@ -37,7 +37,7 @@ from harness.report.report import STYLE
 from harness.secrets import redact
 
 NOT_MEASURED = "not measured"
-CAPTION = ("Decode speed-up and accept length (tokens per round) per cell with 95% paired intervals; "
+CAPTION = ("Decode speed-up and accept length (tokens per round) per cell with 95% BCa intervals; "
            "blue greedy, orange published sampling; plain bar fixed length, hatched natural")
 METHODS = ("One at a time: a factor's change from the synthetic corner with the other two held there; what the "
            "three leave over is the interaction. Shapley: a factor's change averaged over the six orders of moving "

@@ -18,11 +18,22 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import SparkbenchError
-from harness.gap.design import GSM8K, SPECBENCH_PREFIX, SYNTHETIC, Cell, CellWorkload, Lengths, cells
+from harness.gap.design import (
+    GSM8K,
+    SPECBENCH_PREFIX,
+    SYNTHETIC,
+    SYNTHETIC_MATCHED,
+    Cell,
+    CellWorkload,
+    LengthMatchedWorkload,
+    Lengths,
+    cells,
+)
 from harness.records.atomic import write_text_atomically
 from harness.records.rundir import new_run_id
 from harness.request import RunRequest, TargetSpec
 from harness.run.target import Target, backend_for
+from harness.spec import Prompt
 from workloads import Plan
 from workloads.registry import build
 
@@ -49,12 +60,27 @@ def content_plan(content: str, settings: GapSettings, target: Target) -> Plan:
                                    "output_tokens": settings.lengths.fixed, "seed": settings.seed,
                                    "salt": settings.seed}
         return build(SYNTHETIC, options, target.reduced, model_dir)
+    if content == SYNTHETIC_MATCHED:
+        synthetic, reference = content_plan(SYNTHETIC, settings, target), content_plan(GSM8K, settings, target)
+        return Plan(synthetic.config, lambda facts: LengthMatchedWorkload(
+            synthetic.make(facts), reference.make(facts), token_counter(model_dir or facts.tokenizer_path)))
     if content == GSM8K:
         return build(GSM8K, {"limit": n, "max_new_tokens": cap}, target.reduced, model_dir)
     if content.startswith(SPECBENCH_PREFIX):
         options = {"categories": [content.removeprefix(SPECBENCH_PREFIX)], "per_task": n, "max_new_tokens": cap}
         return build("specbench", options, target.reduced, model_dir)
     raise SparkbenchError(f"unknown content {content!r}")
+
+
+def token_counter(folder: Path | str | None) -> Callable[[Prompt], int]:
+    """A prompt's length in tokens as the server counts it: its ids, or its text through the served
+    model's tokenizer with the tokenizer's own special tokens (a BOS where the model adds one)."""
+    if not folder:
+        raise SparkbenchError("synthetic-matched needs the served model's tokenizer: give --tokenizer DIR")
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
+    return lambda prompt: len(prompt.input_ids) if prompt.input_ids is not None else len(tokenizer.encode(prompt.text).ids)
 
 
 def cell_plan(cell: Cell, settings: GapSettings, target: Target) -> Plan:

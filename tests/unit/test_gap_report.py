@@ -13,7 +13,7 @@ import pytest
 from harness.cli.results import report
 from harness.errors import SparkbenchError
 from harness.gap.design import cells
-from harness.gap.outputs import NO_ATTRIBUTION, cells_markdown, write_outputs
+from harness.gap.outputs import CELLS_HEADING, NO_ATTRIBUTION, cells_markdown, write_outputs
 from harness.gap.report import gap_report
 from tests.unit.test_report import SYNTHETIC, synthetic_records, write_run
 
@@ -69,7 +69,7 @@ def test_the_report_shows_both_tables_and_embeds_the_figure(design_with_runs, co
     html, md = computed_report
     assert "Plain: http://127.0.0.1:1; speculative: http://127.0.0.1:2. 6 prompts per content" in html
     for text in (html, md):
-        assert "Cells (95% paired bootstrap intervals over prompts)" in text
+        assert CELLS_HEADING in text
         assert "shapley:content" in text and "one_at_a_time:interaction" in text
     assert "total change, synthetic corner -&gt; GSM8K corner" in html
     assert "total change, synthetic corner -> GSM8K corner" in md
