@@ -194,20 +194,20 @@ def design_statistic(levels: list[tuple[str, str, str]], arrays: list[CellArrays
     by_levels = dict(zip(levels, arrays))
     sizes = {content: len(a.plain_tokens) for (content, _, _), a in by_levels.items()}
     bases = [base for base in BASE_CORNERS if all(lv in by_levels for lv in cube(base))]
-    keys: list[Key] = [("cell", lv, f) for lv in by_levels for f in (*FIGURES, *RATES)]
-    keys += [("share", base, f, share) for base in bases for f in FIGURES for share in SHARES]
+    cell_keys: list[Key] = [("cell", lv, f) for lv in by_levels for f in (*FIGURES, *RATES)]
+    share_keys: list[Key] = [("share", base, f, share) for base in bases for f in FIGURES for share in SHARES]
 
     def statistic(*indices: np.ndarray, axis: int = -1) -> np.ndarray:
         at = dict(zip(sizes, indices))
         figures = {lv: cell_figures(a, at[lv[0]]) for lv, a in by_levels.items()}
-        values = [figures[lv][f] for _, lv, f in keys[:len(by_levels) * (len(FIGURES) + len(RATES))]]
+        values = [figures[lv][f] for _, lv, f in cell_keys]
         for base in bases:
             for f in FIGURES:
                 split = attribute(lambda lv, f=f: figures[lv][f], base)
                 values += [split[share] for share in SHARES]
         return np.stack(np.broadcast_arrays(*values))
 
-    return keys, sizes, statistic
+    return cell_keys + share_keys, sizes, statistic
 
 
 def cube(base: tuple[str, str, str]) -> list[tuple[str, str, str]]:

@@ -25,13 +25,14 @@ from harness.gap.design import (
     SYNTHETIC,
     SYNTHETIC_CORNER,
     SYNTHETIC_MATCHED,
+    Cell,
     LengthMatchedWorkload,
     Lengths,
     cells,
 )
 from harness.gap.intervals import bootstrap_intervals, needed_prompts
-from harness.gap.outputs import attribution_view, cells_view
-from harness.gap.run import GapSettings, content_plan, token_counter
+from harness.gap.outputs import attribution_view, cells_view, settings_line
+from harness.gap.run import GapSettings, cell_plan, content_plan, token_counter
 from harness.spec import Prompt, SamplingParams
 from tests.unit.agree_fakes import write_tokenizer
 
@@ -203,6 +204,19 @@ def test_a_matched_plan_sends_random_prompts_as_long_as_the_gsm8k_prompts(tmp_pa
     lengths = [count(p) for p in reference]
     assert len(set(lengths)) > 1 and [len(p.input_ids) for p in matched] == lengths
     assert all(p.text is None for p in matched)
+    cell = Cell(SYNTHETIC_MATCHED, "published", "natural")
+    sent = cell_plan(cell, settings, target).make(EngineFacts())
+    assert [len(p.input_ids) for p in sent.prompts()] == lengths
+    assert sent.spec()["input_tokens_each"] == lengths and sent.spec()["gap_cell"] == cell.to_dict()
+
+
+def test_the_settings_line_names_the_matched_content_where_the_design_has_it():
+    settings = {"contents": [SYNTHETIC, GSM8K], "prompts": 24, "fixed_tokens": 64, "natural_cap": 192,
+                "synthetic_input_tokens": 256}
+    design = {"settings": settings, "profiles": {}, "servers": {"plain": "a", "speculative": "b"}}
+    assert "synthetic-matched" not in settings_line(design)
+    settings["contents"].insert(1, SYNTHETIC_MATCHED)
+    assert "synthetic-matched prompts as long as the GSM8K prompts, one by one" in settings_line(design)
 
 
 def test_every_printed_kind_of_interval_has_its_measured_prompt_count():
