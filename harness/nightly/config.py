@@ -6,6 +6,7 @@ typo fails before the first server starts, one line per problem, exit 2.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,8 @@ from pydantic import Field, field_validator
 
 from harness.config import PathText, load_yaml_config
 from harness.metrics.catalogue import CATALOGUE, default_thresholds
-from harness.nightly.settle import DEFAULT_BUSY_LIMITS
+from harness.nightly.foreign import setup_pids_from
+from harness.nightly.settle import BUSY_WORDING, DEFAULT_BUSY_LIMITS
 from harness.request import TargetSpec
 from harness.run.options import RunSettings
 from workloads.registry import NamedWorkload
@@ -50,12 +52,20 @@ class NightlyConfig(TargetSpec, RunSettings):
     baseline_repeats: int = Field(3, ge=1)
     noise_multiplier: float = Field(2.0, gt=0.0)
     busy_limits: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_BUSY_LIMITS))
+    # Roots of the process trees that are the setup, not foreign load (`harness.nightly.foreign`):
+    # these and those of SPARKBENCH_NIGHTLY_SETUP_PIDS.
+    setup_pids: list[int] = Field(default_factory=list, validate_default=True)
 
     @field_validator("busy_limits")
     @classmethod
     def _limits_under_the_given(cls, given: dict[str, float]) -> dict[str, float]:
-        return _over_defaults(given, DEFAULT_BUSY_LIMITS, DEFAULT_BUSY_LIMITS,
-                              f"not host-load figures: {{}} (known: {', '.join(DEFAULT_BUSY_LIMITS)})")
+        return _over_defaults(given, DEFAULT_BUSY_LIMITS, BUSY_WORDING,
+                              f"not host-load figures: {{}} (known: {', '.join(BUSY_WORDING)})")
+
+    @field_validator("setup_pids")
+    @classmethod
+    def _and_the_environments(cls, given: list[int]) -> list[int]:
+        return sorted(set(given) | set(setup_pids_from(os.environ)))
 
     @field_validator("thresholds")
     @classmethod

@@ -1,7 +1,7 @@
 """Running one night: guard, workloads, host load, gate, confirmation, history, report.
 
-Every run is measured with the host's load beside it (`harness.run.hostload`, kept in the run's
-manifest as `host_load`). A workload that regresses is run again before anything alarms
+Every run is measured with the host's load beside it (`harness.run.hostload`, and the load of
+foreign processes, `harness.nightly.foreign`: kept in the run's manifest as `host_load`). A workload that regresses is run again before anything alarms
 (`harness.nightly.settle` states the rule): against a fresh run of the baseline's configuration,
 interleaved, when the baseline's server was launched from a profile and tonight's job launches its
 servers too; else as a plain rerun against the pinned baseline. A run is loaded once, as a `Run`,
@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import pandas as pd
@@ -26,6 +27,7 @@ import pandas as pd
 from harness.analysis.run import Run
 from harness.errors import SparkbenchError
 from harness.nightly.config import NightlyConfig
+from harness.nightly.foreign import ForeignLoadMeter, describe
 from harness.nightly.gate import (
     GATED,
     TAIL_FALLBACK,
@@ -50,13 +52,16 @@ from harness.nightly.settle import (
 )
 from harness.records.entries import HostLoadEntry
 from harness.request import RunRequest, TargetSpec
-from harness.run.hostload import HostLoadMeter
+from harness.run.hostload import LOCAL_HOSTS, HostLoadMeter
 from harness.run.options import RunSettings
+
+if TYPE_CHECKING:
+    from harness.run.target import Target
 
 # Exit codes, named apart from the verdict texts of `settle` (INCONCLUSIVE there is a verdict).
 EXIT_PASS, EXIT_REGRESSION, EXIT_COULD_NOT_RUN, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 EXIT_CODES = {"pass": EXIT_PASS, "regression": EXIT_REGRESSION, "inconclusive": EXIT_INCONCLUSIVE}
-LOAD_METRICS = ("other_cpu_share", "steal_share", "loadavg_1m", "tpot_client_server_gap")
+LOAD_METRICS = ("foreign_cpu_share", "other_cpu_share", "steal_share", "loadavg_1m", "tpot_client_server_gap")
 
 
 @contextmanager
@@ -72,6 +77,26 @@ def measuring(base_url: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def local_port(base_url: str) -> int | None:
+    """The port of a server on this host (its listener is then the measured server), else None."""
+    parts = urlsplit(base_url)
+    return parts.port if parts.hostname in LOCAL_HOSTS else None
+
+
+def measured(request: RunRequest, opened: Target, setup_pids: list[int]) -> tuple[Run, dict]:
+    """`request` run on `opened` under the server's lock (`measuring`), and the host's load over
+    the run with the foreign processes' part of it (`harness.nightly.foreign`)."""
+    from harness.session import run
+
+    host, foreign = HostLoadMeter(opened.base_url), ForeignLoadMeter(local_port(opened.base_url), setup_pids)
+    with measuring(opened.base_url):
+        host.start()
+        foreign.start()
+        done = run(request, opened)
+        load, counted = host.stop().to_dict(), foreign.stop()
+    return done, {**load, **(counted.to_dict() if counted else {})}
+
+
 def run_workloads(config: NightlyConfig, names: list[str] | None = None,
                   launch: tuple[str, Path | None] | None = None, role: str = "nightly") -> dict[str, Run]:
     """Run the configured workloads (or those `names`) on one server, each with its host load.
@@ -81,7 +106,7 @@ def run_workloads(config: NightlyConfig, names: list[str] | None = None,
     rerun, baseline config), so the night's report tells the runs apart.
     """
     from harness.records.rundir import RunDir
-    from harness.session import open_target, run
+    from harness.session import open_target
 
     runs: dict[str, Run] = {}
     chosen = [w for w in config.workloads if names is None or w.name in names]
@@ -91,11 +116,7 @@ def run_workloads(config: NightlyConfig, names: list[str] | None = None,
     with open_target(target) as opened:
         for spec in chosen:
             request = RunRequest(target=target, workload=spec, options=settings, results=config.runs_dir)
-            meter = HostLoadMeter(opened.base_url)
-            with measuring(opened.base_url):
-                meter.start()
-                done = run(request, opened)
-                load = meter.stop().to_dict()
+            done, load = measured(request, opened, config.setup_pids)
             # RunDir shares done's manifest: the Run handed on holds the host load and label too.
             RunDir(done.path, done.manifest).update(
                 host_load={**load, "tpot_client_server_gap": tpot_gap(done.derived)},
@@ -202,6 +223,7 @@ def load_table(runs: list[Run], config: NightlyConfig) -> pd.DataFrame:
         load = run.record.host_load or HostLoadEntry()
         rows.append({"run": run.path.name, "wall_s": load.wall_s,
                      **{name: load.figure(name) for name in LOAD_METRICS},
+                     "foreign": describe(load) or "none",
                      "busy": "; ".join(busy_reasons(load, config.busy_limits)) or "no"})
     return pd.DataFrame(rows)
 

@@ -97,7 +97,8 @@ def test_config_reads_overrides_and_refuses_unknown_keys(tmp_path):
     config = load_config(path, server="http://b", profile=None)
     assert config.server == "http://b" and config.thresholds["tpot_ms"] == 0.2
     assert config.thresholds["ttft_ms"] == DEFAULT_THRESHOLDS["ttft_ms"]
-    assert config.busy_limits["other_cpu_share"] == 0.10 and config.confirmations == 2
+    assert config.busy_limits["foreign_cpu_share"] == 0.10 and config.confirmations == 2
+    assert "other_cpu_share" not in config.busy_limits  # known, and judged only when given
     path.write_text("sever: http://typo\n")
     with pytest.raises(SparkbenchError, match="unknown keys sever"):
         load_config(path)

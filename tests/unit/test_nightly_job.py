@@ -17,7 +17,7 @@ def _run_dir(folder: Path, name: str, launched: dict | None = None, scale: str =
     path = folder / name
     path.mkdir()
     manifest = {"run_id": name, "workload": {"name": "synthetic"}, "launched_server": launched, "scale": scale,
-                "host_load": host_load or {"other_cpu_share": 0.01}}
+                "host_load": host_load or {"foreign_cpu_share": 0.01}}
     (path / "manifest.json").write_text(json.dumps(manifest))
     return Run.load(path)
 
@@ -28,7 +28,7 @@ def _fake_night(monkeypatch, tmp_path):
 
     def run_workloads(config, names=None, launch=None, role="nightly"):
         calls.append(("run", launch))
-        return {"synthetic": _run_dir(tmp_path, f"run{len(calls)}", host_load={"other_cpu_share": 0.5})}
+        return {"synthetic": _run_dir(tmp_path, f"run{len(calls)}", host_load={"foreign_cpu_share": 0.5})}
 
     def gate(config, baseline, run):
         calls.append(("gate", baseline.path.name, run.path.name))
@@ -60,8 +60,8 @@ def test_interleaved_confirmation_runs_the_baseline_configuration_then_the_candi
     attempt = job.confirmation_attempt(NightlyConfig(state_dir=tmp_path, profile="cpu-slow"), "synthetic", base)()
     assert calls == [("run", ("cpu-testbed", Path("/m"))), ("run", None), ("gate", "run1", "run2")]
     assert [r.path.name for r in attempt.runs] == ["run1", "run2"]
-    assert attempt.busy == ["run1: other processes took 50% of the host's CPU (limit 10%)",
-                            "run2: other processes took 50% of the host's CPU (limit 10%)"]
+    assert attempt.busy == ["run1: foreign processes took 50% of the host's CPU (limit 10%)",
+                            "run2: foreign processes took 50% of the host's CPU (limit 10%)"]
 
 
 def test_plain_confirmation_reruns_against_the_pinned_baseline(tmp_path, monkeypatch):
@@ -83,12 +83,12 @@ def test_the_inconclusive_line_names_the_metrics_it_could_not_settle(capsys):
     assert "ttft_ms" not in verdict
 
 
-def _fake_pin(monkeypatch, tmp_path, other_cpu_share: float):
-    """Repeats of one workload whose runs read `other_cpu_share`; pinning and the report recorded."""
+def _fake_pin(monkeypatch, tmp_path, host_load: dict):
+    """Repeats of one workload whose runs read `host_load`; pinning and the report recorded."""
     made, pinned, reports = [], [], []
 
     def run_workloads(config, names=None, launch=None, role="nightly"):
-        made.append(_run_dir(tmp_path, f"repeat{len(made)}", host_load={"other_cpu_share": other_cpu_share}))
+        made.append(_run_dir(tmp_path, f"repeat{len(made)}", host_load=host_load))
         return {"synthetic": made[-1]}
 
     monkeypatch.setattr(job, "run_workloads", run_workloads)
@@ -102,16 +102,28 @@ def _fake_pin(monkeypatch, tmp_path, other_cpu_share: float):
 
 
 def test_a_pin_on_a_busy_host_pins_nothing_and_says_so(monkeypatch, tmp_path, capsys):
-    code, pinned, reports = _fake_pin(monkeypatch, tmp_path, other_cpu_share=0.5)
+    spinner = {"pid": 4242, "name": "python3", "cpu_s": 3.0, "share": 0.45}
+    load = {"foreign_cpu_share": 0.5, "unseen_cpu_share": 0.05, "foreign_processes": [spinner]}
+    code, pinned, reports = _fake_pin(monkeypatch, tmp_path, load)
     out = capsys.readouterr().out
     assert code == job.EXIT_INCONCLUSIVE and pinned == []
-    assert out.strip().splitlines()[-1].startswith("verdict: NOT PINNED, the host was busy (repeat0:")
+    assert out.strip().splitlines()[-1].startswith(
+        "verdict: NOT PINNED, the host was busy (repeat0: foreign processes took 50% of the host's CPU "
+        "(limit 10%): 4242 python3 45%, unseen 5%;")
     assert "host load per run" in out and len(reports[0]["host_load"]) == 3
+    assert set(reports[0]["host_load"]["foreign"]) == {"4242 python3 45%, unseen 5%"}
+
+
+def test_the_setups_load_is_no_reason_not_to_pin(monkeypatch, tmp_path, capsys):
+    """The host's remainder past the client and server (other_cpu_share) holds the setup's servers:
+    at 60% it is shown, but only the foreign share is judged by default."""
+    code, pinned, _ = _fake_pin(monkeypatch, tmp_path, {"foreign_cpu_share": 0.02, "other_cpu_share": 0.6})
+    assert code == job.EXIT_PASS and list(pinned[0]) == ["synthetic"]
 
 
 def test_a_pin_on_a_quiet_host_pins_and_prints_its_verdict(monkeypatch, tmp_path, capsys):
-    code, pinned, reports = _fake_pin(monkeypatch, tmp_path, other_cpu_share=0.01)
+    code, pinned, reports = _fake_pin(monkeypatch, tmp_path, {"foreign_cpu_share": 0.01})
     out = capsys.readouterr().out
     assert code == job.EXIT_PASS and list(pinned[0]) == ["synthetic"]
     assert out.strip().splitlines()[-1].startswith("verdict: pinned synthetic (3 runs on a quiet host)")
-    assert set(reports[0]["host_load"]["busy"]) == {"no"}
+    assert set(reports[0]["host_load"]["busy"]) == {"no"} and set(reports[0]["host_load"]["foreign"]) == {"none"}

@@ -21,7 +21,7 @@ from harness.nightly.settle import (
 )
 from harness.records.entries import HostLoadEntry
 
-LIMITS = {"other_cpu_share": 0.10, "steal_share": 0.05, "tpot_client_server_gap": 0.10}
+LIMITS = {"foreign_cpu_share": 0.10, "steal_share": 0.05, "tpot_client_server_gap": 0.10}
 
 
 def _table(**verdicts: str) -> pd.DataFrame:
@@ -100,9 +100,12 @@ def test_the_loop_stops_as_soon_as_every_regression_is_settled():
 
 
 def test_busy_reasons_name_each_figure_over_its_limit():
-    load = HostLoadEntry(other_cpu_share=0.34, steal_share=0.0, tpot_client_server_gap=math.nan, loadavg_1m=9.0)
-    assert busy_reasons(load, LIMITS) == ["other processes took 34% of the host's CPU (limit 10%)"]
-    assert busy_reasons(HostLoadEntry(other_cpu_share=None, tpot_client_server_gap=0.25), LIMITS) == [
+    load = HostLoadEntry(foreign_cpu_share=0.34, other_cpu_share=0.9, steal_share=0.0,
+                         tpot_client_server_gap=math.nan, loadavg_1m=9.0,
+                         foreign_processes=[{"pid": 7, "name": "make", "cpu_s": 2.0, "share": 0.3},
+                                            {"pid": 8, "name": "sh", "cpu_s": 0.01, "share": 0.001}])
+    assert busy_reasons(load, LIMITS) == ["foreign processes took 34% of the host's CPU (limit 10%): 7 make 30%"]
+    assert busy_reasons(HostLoadEntry(foreign_cpu_share=None, tpot_client_server_gap=0.25), LIMITS) == [
         "the client's TPOT exceeded the server's by 25% (limit 10%)"]
     assert busy_reasons(None, LIMITS) == []
 
