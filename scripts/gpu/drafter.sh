@@ -84,8 +84,10 @@ bench() {  # PORT FOLDER WORKLOAD ARGS...: one run, continued with --resume wher
   local port=$1 folder=$2; shift 2
   local done_run; done_run=$(ls -d "$folder"/*/ 2>/dev/null | head -1 || true)
   local where=(--results "$folder"); [[ -n $done_run ]] && where=(--resume "$done_run")
-  "$PYTHON" -m harness.cli run "$@" --server "http://127.0.0.1:$port" "${where[@]}" --no-progress \
-    >>"$WORK/bench.log" 2>&1 || stamp "run $folder exited $?"
+  local left=$((PHASE_END - SECONDS)); ((left > 10)) || { stamp "no time left for $folder"; return; }
+  # SIGINT at the phase's end: the run records what is in flight and stops; --resume continues it
+  timeout -s INT -k 60 "$left" "$PYTHON" -m harness.cli run "$@" --server "http://127.0.0.1:$port" "${where[@]}" \
+    --no-progress >>"$WORK/bench.log" 2>&1 || stamp "run $folder exited $?"
   stamp "run $folder finished"
 }
 
@@ -101,6 +103,7 @@ SERVERS=()
 trap 'for pid in "${SERVERS[@]}"; do kill "$pid" 2>/dev/null || true; done' EXIT
 
 measure() {  # PHASE: plain | eagle3 (timed, one server) | greedy (both at once, then the fidelity proof)
+  PHASE_END=$((SECONDS + ${PHASE_S:-100000}))  # runs stop here, so that collect still runs within the call
   real_model
   while pgrep -f "h200.sh build" >/dev/null; do sleep 5; done
   [[ -x $SERVER ]] || { tail -30 "$WORK/build.out"; exit 1; }
