@@ -93,9 +93,9 @@ bench() {  # PORT FOLDER WORKLOAD ARGS...: one run, continued with --resume wher
 
 timed() {  # NAME: the published GSM8K (all questions, sampled) and synthetic (greedy) runs, alone on the GPU
   local name=$1 results=$WORK/results/$1
-  bench "$PORT" "$results/gsm8k-t0.6" gsm8k --limit "${GSM8K_LIMIT:-1319}" --max-new-tokens "${MAX_NEW:-512}"
   bench "$PORT" "$results/synthetic" synthetic --tokenizer "$REAL/hf" --num-prompts "${SYNTH_PROMPTS:-16}" \
     --input-tokens "${SYNTH_IN:-6000}" --output-tokens "${SYNTH_OUT:-2048}"
+  bench "$PORT" "$results/gsm8k-t0.6" gsm8k --limit "${GSM8K_LIMIT:-1319}" --max-new-tokens "${MAX_NEW:-512}"
 }
 
 EAGLE3_ARGS=(-md "$WORK/eagle3.gguf" -ngld all --spec-type draft-eagle3 --spec-draft-n-max 3)
