@@ -14,7 +14,7 @@ from __future__ import annotations
 from harness.engines.stream import TOTAL_BASE_S
 from harness.errors import SparkbenchError
 from harness.run.options import RunSettings
-from harness.run.trace import read_trace
+from harness.run.trace import PREFIX_GROUP, read_trace
 from workloads import WorkloadConfig
 
 MAX_RUN_S = 7 * 24 * 3600.0  # a week: the longest an open-loop run may take to send and finish
@@ -29,8 +29,10 @@ def check_schedule(options: RunSettings, config: WorkloadConfig) -> None:
     refused = [name for name in trace.columns if name not in config.trace_columns]
     if refused:
         takers = "synthetic and shared-prefix take lengths; shared-prefix takes prefix groups"
+        way = ("; replay the groups with shared-prefix, or give the trace without the column"
+               if refused == [PREFIX_GROUP] and config.trace_columns else "")
         raise SparkbenchError(f"--schedule {options.schedule}: its {refused[0]} column needs a workload that makes "
-                              f"prompts to order ({takers})")
+                              f"prompts to order ({takers}){way}")
     offsets = trace.offsets
     kept = offsets if options.duration_s is None else offsets[offsets < options.duration_s]
     if kept.size == 0:
