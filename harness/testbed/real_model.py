@@ -89,8 +89,12 @@ def ensure_real_gguf() -> Path:
     """The GGUF folder llama.cpp serves, with the converted checkpoint's tokenizer files beside the
     model (the harness reads a tokenizer from the model folder for synthetic prompts)."""
     folder = _ensure_gguf_file()
-    if not (folder / "tokenizer.json").exists():
-        for path in ensure_real_hf().iterdir():
-            if "token" in path.name or path.name == "chat_template.jinja":
-                shutil.copy2(path, folder / path.name)
+    for path in ensure_real_hf().iterdir():
+        if ("token" in path.name or path.name == "chat_template.jinja") and not _same_file(path, folder / path.name):
+            shutil.copy2(path, folder / path.name)
     return folder
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether `b` holds `a`'s bytes (a converter that changed the tokenizer replaces the copy)."""
+    return b.exists() and a.stat().st_size == b.stat().st_size and a.read_bytes() == b.read_bytes()

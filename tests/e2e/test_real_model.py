@@ -1,11 +1,13 @@
 """The real test-bed model (SmolLM2-135M-Instruct) on real servers: its conversion, its speculation
 with an answer known in advance, and the gap design end to end.
 
-Tolerances rest on measurements (docs/real-model.md): on 12 GSM8K questions, 24 greedy tokens,
-SGLang on the converted bf16 checkpoint and llama.cpp on the Q4_1 GGUF shared a median of 22
-leading tokens and never fewer than 9. A broken conversion (a Q/K permutation left in, a wrong
-tokenizer or RoPE base) parts within the first token or two, so requiring 4 on every question and
-a median of 8 separates the two cases with room for the engines' numerical differences.
+The conversion proof (docs/real-model.md) has three parts, each with a planted defect it must catch:
+the checkpoint's tokenizer gives llama.cpp's own ids on a fixed text set (a tokenizer with the
+byte-level split alone does not); teacher forced along GSM8K answers, the checkpoint's next-token
+distributions agree with llama.cpp's within thresholds set between the measured figures of the
+correct copy and of planted breaks (`conversion_check.TOP1_AT_LEAST`, `MEAN_KL_AT_MOST`), and a
+copy with a wrong RoPE base fails them; greedy continuations on SGLang and llama.cpp share their
+first tokens (measured: a median of 22 of 24, never fewer than 9 on 12 questions).
 """
 
 from __future__ import annotations
@@ -19,8 +21,12 @@ from scipy.stats import binomtest
 
 from harness.analysis.compare import compare_runs
 from harness.analysis.run import Run
+from harness.chat import load_template, render
 from harness.gap.design import FACTORS
+from harness.testbed import conversion_check as cc
 from harness.testbed.conversion_check import chat_prompt_ids, leading_agreement
+from harness.testbed.planted_breaks import plant_break
+from harness.testbed.real_model import ensure_real_hf
 from tests.e2e.conftest import only_run_dir, sparkbench
 from workloads.gsm8k import load_gsm8k
 
@@ -28,6 +34,30 @@ QUESTIONS = 4
 TOKENS = 16
 GSM8K_PAIRED = 4  # questions each engine answers for the paired comparison
 FIXED = 16  # output tokens of the gap design's fixed-length cells
+ANSWERS = 2  # GSM8K answers teacher forced for the next-token check (81 positions)
+CHEAP_BREAK = "rope-base"  # its copy links the weights and changes the config only
+
+
+def test_the_converted_tokenizer_gives_the_ggufs_own_ids(real_llamacpp_server, tmp_path):
+    hf = ensure_real_hf()
+    template = load_template(hf)
+    chats = [render(template, [{"role": "user", "content": row["question"]}]) for row in load_gsm8k("vendored").test[:4]]
+    texts = (*cc.TOKENIZER_TEXTS, *chats)
+    assert cc.tokenizer_mismatches(hf / "tokenizer.json", real_llamacpp_server.base_url, texts) == []
+    planted = cc.byte_level_only(hf / "tokenizer.json", tmp_path / "tokenizer.json")
+    assert cc.tokenizer_mismatches(planted, real_llamacpp_server.base_url, texts), "the planted tokenizer break passed"
+
+
+def test_next_token_distributions_agree_with_the_gguf_and_a_planted_break_does_not(real_llamacpp_server, tmp_path):
+    hf = ensure_real_hf()
+    rows = load_gsm8k("vendored").test[:ANSWERS]
+    sequences = cc.teacher_forced(hf, [r["question"] for r in rows], [r["answer"] for r in rows])
+    top_ids, top_logprobs = cc.llamacpp_top(real_llamacpp_server.base_url, sequences)
+    references = cc.reference_logprobs([hf, plant_break(CHEAP_BREAK, hf, tmp_path / CHEAP_BREAK)], sequences, top_ids)
+    correct, broken = (cc.next_token_agreement(top_ids, top_logprobs, r, sequences) for r in references)
+    assert len(correct.kl) >= 80
+    assert correct.passes(), (correct.top1_rate, correct.mean_kl)
+    assert not broken.passes(), (broken.top1_rate, broken.mean_kl)
 
 
 def test_the_converted_checkpoint_answers_as_the_gguf_does(real_sglang_server, real_llamacpp_server):
