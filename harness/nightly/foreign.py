@@ -34,6 +34,7 @@ from harness.records.entries import HostLoadEntry
 from harness.run.hostload import PROC, listening_pid, read_host_ticks
 
 SETUP_PIDS_ENV = "SPARKBENCH_NIGHTLY_SETUP_PIDS"
+KEPT_SHARE = 0.01  # a foreign process is kept in the run's record from 1% of the host's CPU
 SHOWN = 8  # foreign processes named in a report, the busiest first
 
 
@@ -67,11 +68,11 @@ class Accounting:
     cpu_s: Mapping[str, float]  # class -> CPU seconds: server, harness, setup, foreign
 
     def to_dict(self) -> dict:
-        """The figures a run's `host_load` keeps (the busiest `SHOWN` foreign processes named)."""
+        """The figures a run's `host_load` keeps (each foreign process from `KEPT_SHARE` named)."""
         return {"foreign_cpu_share": self.foreign_cpu_share, "unseen_cpu_share": self.unseen_cpu_share,
                 "setup_cpu_s": self.cpu_s.get("setup", 0.0),
                 "foreign_processes": [{"pid": p.pid, "name": p.name, "cpu_s": p.cpu_s, "share": p.share}
-                                      for p in self.foreign[:SHOWN]]}
+                                      for p in self.foreign if p.share >= KEPT_SHARE]}
 
 
 def setup_pids_from(environ: Mapping[str, str]) -> list[int]:
@@ -147,12 +148,12 @@ def account(before: Mapping[int, ProcessSample], after: Mapping[int, ProcessSamp
 
 
 def describe(host_load: HostLoadEntry | None) -> str:
-    """The foreign processes a run's `host_load` names, with their shares, busiest first, and the
+    """The busiest `SHOWN` foreign processes a run's `host_load` names, with their shares, and the
     unseen share ('' when none is recorded)."""
     if host_load is None:
         return ""
     processes = getattr(host_load, "foreign_processes", None) or []
-    parts = [f"{p['pid']} {p['name']} {p['share']:.0%}" for p in processes if p["share"] >= 0.005]
+    parts = [f"{p['pid']} {p['name']} {p['share']:.0%}" for p in processes[:SHOWN] if p["share"] >= 0.005]
     unseen = host_load.figure("unseen_cpu_share")
     if unseen is not None and unseen >= 0.005:
         parts.append(f"unseen {unseen:.0%}")

@@ -58,7 +58,8 @@ def _named_pids(host_load: dict) -> set[int]:
 
 def test_a_pin_beside_a_busy_foreign_process_pins_nothing_and_names_it(llamacpp_server, tmp_path):
     """A busy loop per core, started apart from the suite, the server and the night: the pin is
-    refused (exit 3, the baseline as it was) and its load table names them."""
+    refused (exit 3, the baseline as it was), and the run's record names them (the report shows the
+    busiest eight foreign processes, which other work on the host may outrank)."""
     spinners = _detached_spinners(os.cpu_count() or 1)
     try:
         done = _pin(tmp_path, llamacpp_server, [os.getpid()])
@@ -70,7 +71,7 @@ def test_a_pin_beside_a_busy_foreign_process_pins_nothing_and_names_it(llamacpp_
     assert not (tmp_path / "state" / "baseline.json").exists()
     table, load = _host_load(tmp_path)
     assert _named_pids(load) & set(spinners), load["foreign_processes"]
-    assert any(f"{pid} python" in table["foreign"].iloc[0] for pid in spinners), table["foreign"].iloc[0]
+    assert table["foreign"].iloc[0] != "none" and load["foreign_cpu_share"] > 0.10
 
 
 def test_the_suites_the_servers_and_the_nights_own_load_is_not_foreign(llamacpp_server, tmp_path):

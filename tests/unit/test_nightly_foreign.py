@@ -183,3 +183,14 @@ def test_the_servers_the_harnesss_and_the_setups_own_load_is_not_foreign():
         own.wait()
     assert not {server, setup, own.pid} & {p.pid for p in counted.foreign}
     assert all(counted.cpu_s[name] >= 0.5 for name in ("server", "setup", "harness")), counted.cpu_s
+
+
+def test_the_record_keeps_every_foreign_process_from_1_percent_and_the_report_shows_the_busiest_eight():
+    before = _samples(*((pid, 1, f"job{pid}", 5, 0) for pid in range(10, 21)))
+    after = _samples(*((pid, 1, f"job{pid}", 5, 30 - pid) for pid in range(10, 21)))  # 20 ticks down to 10
+    after[21] = ProcessSample(21, 1, "tiny", 6, 1)  # 1 tick of 200: below 1%
+    counted = account(before, after, {"harness": {999}}, capacity_ticks=200, tick_s=0.01, host_busy_ticks=166)
+    kept = counted.to_dict()["foreign_processes"]
+    assert [p["pid"] for p in kept] == list(range(10, 21))
+    shown = foreign.describe(HostLoadEntry(**counted.to_dict()))
+    assert shown == ", ".join(f"{pid} job{pid} {(30 - pid) / 200:.0%}" for pid in range(10, 18))
