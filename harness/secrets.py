@@ -67,12 +67,12 @@ def tokens(secret: str) -> set[str]:
 
 
 def remember(secret: str | None) -> None:
-    """Mask `secret` (in each of its echoed forms) and each of its tokens of MIN_SECRET_CHARS or more
-    in everything `redact` sees from now on, in this process."""
+    """Mask `secret` and each of its tokens of MIN_SECRET_CHARS or more, each in all its echoed
+    forms, in everything `redact` sees from now on, in this process."""
     if not secret:
         return
-    found = {form for form in echoed_forms(secret) if len(form) >= MIN_SECRET_CHARS and form.strip()}
-    found |= {token for token in tokens(secret) if len(token) >= MIN_SECRET_CHARS}
+    parts = {secret} | {token for token in tokens(secret) if len(token) >= MIN_SECRET_CHARS}
+    found = {form for part in parts for form in echoed_forms(part) if len(form) >= MIN_SECRET_CHARS and form.strip()}
     if found - _remembered:
         _remembered.update(found)
         _literals[:] = [(form, regex.compile(regex.escape(form))) for form in sorted(_remembered, key=len, reverse=True)]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -99,7 +99,7 @@ def test_a_non_ascii_key_is_refused_in_one_line_before_any_request(how, tmp_path
 def _forms(key: str) -> set[bytes]:
     """The key as a file could hold it, and each of its tokens of 8 or more characters."""
     tokens = {token for token in secrets.tokens(key) if len(token) >= secrets.MIN_SECRET_CHARS}
-    return {form.encode() for form in {key, json.dumps(key)[1:-1], *tokens}}
+    return {form.encode() for part in (key, *tokens) for form in (part, json.dumps(part)[1:-1])}
 
 
 def _texts(path: Path) -> Iterator[bytes]:
@@ -113,6 +113,7 @@ def _texts(path: Path) -> Iterator[bytes]:
 
 @given(key=KEYS, how=st.sampled_from(["--api-key", "SPARKBENCH_API_KEY", "authorization", "x-header"]),
        api=st.sampled_from(["sglang", "openai"]))
+@example(key='0000000"', how="authorization", api="sglang")  # a token that JSON escapes: `0000000\\"` leaked
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_no_byte_of_an_echoed_key_reaches_the_run_folder(key, how, api, tmp_path_factory):
     results = tmp_path_factory.mktemp("runs")
