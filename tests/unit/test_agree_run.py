@@ -137,9 +137,10 @@ class Trickle(httpx.AsyncByteStream):
 
 def test_a_scoring_answer_that_trickles_ends_at_its_deadline(tmp_path, tokenizer_dir):
     """httpx limits each read (never reached here), the run limits the request: it stops at
-    request_timeout_s and keeps what was scored."""
-    with pytest.raises(RunAborted, match="no complete answer within 1 s"):
-        agree(tmp_path, tokenizer_dir, FakeSGLang(), TricklesAfter(FakeSGLang(), calls=3), request_timeout_s=1.0)
+    request_timeout_s and keeps what was scored. The limit is 3 s, not the least allowed (1 s), so
+    that the healthy answers before the trickle meet it on a loaded host too."""
+    with pytest.raises(RunAborted, match="no complete answer within 3 s"):
+        agree(tmp_path, tokenizer_dir, FakeSGLang(), TricklesAfter(FakeSGLang(), calls=3), request_timeout_s=3.0)
     manifest = json.loads((next(tmp_path.iterdir()) / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and manifest["positions_scored"] > 0
 

@@ -10,7 +10,10 @@ from harness.engines.base import StreamResult
 from harness.engines.sse import DONE
 from harness.engines.stream import Deadlines, collect
 
-IDLE_S = 0.3
+IDLE_S = 0.3  # against a stall of an hour: no scheduling delay decides the stalled stream's end
+# A healthy stream's gaps are 25 ms against an idle limit of 1.5 s: only a 1.5 s stall of the whole
+# test process could pass for a silent server.
+STEADY_IDLE_S = 1.5
 
 
 def absorb(result: StreamResult, count: int, now: int) -> None:
@@ -47,10 +50,14 @@ def collected(events, deadlines: Deadlines) -> tuple[StreamResult, int]:
 
 
 def test_a_stream_that_keeps_bringing_tokens_outlives_its_idle_limit_without_a_timer_per_token():
-    # 30 tokens 20 ms apart: 0.6 s in all, twice the idle limit, never silent for as long as it.
-    result, timers = collected(tokens(30, 0.02), Deadlines.for_request(30, idle_s=IDLE_S))
-    assert result.error_kind is None and len(result.chunk_ns) == 30
-    assert timers <= 4  # one per idle limit that came and found tokens since: not one per token
+    # 120 tokens 25 ms apart: 3 s in all, twice the idle limit, never silent for as long as it.
+    result, timers = collected(tokens(120, 0.025), Deadlines.for_request(120, idle_s=STEADY_IDLE_S))
+    assert result.error_kind is None and len(result.chunk_ns) == 120
+    lasted_s = (result.end_ns - result.sent_ns) / 1e9  # the stream's own stamps: longer on a slow host
+    assert lasted_s > STEADY_IDLE_S
+    # One timer per idle limit that came and found tokens since (and one for the start), however
+    # long the host made the stream: never one per token.
+    assert timers <= lasted_s / STEADY_IDLE_S + 2 and timers < 120 / 10
 
 
 def test_a_stream_whose_tokens_stop_ends_at_its_idle_limit_with_what_arrived():
