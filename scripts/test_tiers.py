@@ -29,6 +29,9 @@ def _pytest(*args: str) -> list[str]:
 
 def main(extra: list[str]) -> int:
     started = time.monotonic()
+    # The suite's own work (both tiers, the servers they start) is the nights' setup, not foreign load
+    # (harness/nightly/foreign.py): the end-to-end nights add their own pid to this one.
+    os.environ["SPARKBENCH_NIGHTLY_SETUP_PIDS"] = str(os.getpid())
     with tempfile.NamedTemporaryFile("w+", prefix="unit-tier-", suffix=".log", delete=False) as log:
         unit = subprocess.Popen(_pytest("tests/unit", "-n", UNIT_WORKERS, "-p", "no:cacheprovider", *extra),
                                 stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})

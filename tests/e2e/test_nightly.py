@@ -50,7 +50,7 @@ def write_config(folder: Path, server: str, workloads: list[dict], name: str = "
 def nightly(config: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness.cli", "nightly", "--config", str(config), *extra],
                           capture_output=True, text=True, timeout=HANG_GUARD_S,
-                          env={**os.environ, SETUP_PIDS_ENV: str(os.getpid())})
+                          env={**os.environ, SETUP_PIDS_ENV: f"{os.environ.get(SETUP_PIDS_ENV, '')} {os.getpid()}"})
 
 
 def synthetic(model_dir: Path, prompts: int = 4, output_tokens: int = 64) -> dict:

@@ -32,7 +32,8 @@ def _pin(folder: Path, server, setup: list[int]) -> subprocess.CompletedProcess:
     config = folder / "pin.yaml"
     config.write_text(yaml.safe_dump({"server": server.base_url, "state_dir": str(folder / "state"),
                                       "workloads": [workload], "baseline_repeats": 1}), encoding="utf-8")
-    env = {**os.environ, SETUP_PIDS_ENV: " ".join(map(str, setup))}
+    inherited = os.environ.get(SETUP_PIDS_ENV, "")  # make test's own tiers (scripts/test_tiers.py)
+    env = {**os.environ, SETUP_PIDS_ENV: " ".join([inherited, *map(str, setup)]).strip()}
     return subprocess.run([sys.executable, "-m", "harness.cli", "nightly", "--config", str(config)],
                           capture_output=True, text=True, timeout=HANG_GUARD_S, env=env)
 
