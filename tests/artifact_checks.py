@@ -1,0 +1,81 @@
+"""Checks over what a command wrote, shared by the end-to-end tests (on real servers) and the unit
+tests (on made-up runs and planted defects): each returns the list of what is wrong, empty when
+nothing is, so every outcome a command may end with is checked, none waved through."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import pandas as pd
+
+STATUSES = ("confirmed", "below the floor", "at least the ceiling", "out of trials")
+
+
+def capacity_problems(manifest: dict, target: float) -> list[str]:
+    """What is wrong with a capacity search's `capacity.json`: whatever it ended with, its bracket
+    must be what its own trials say, in rates offered (the low end the lowest rate offered by the
+    passing runs at the asked rate, or 0; the high end offered by a failing run, or open), its
+    capacity the low end exactly when it has one, and a confirmed capacity must end on a passing
+    confirmation at the asked rate."""
+    status, trials = manifest["status"], manifest["trials"]
+    if status not in STATUSES:
+        return [f"unknown status {status!r}"]
+    if not trials:
+        return ["no trials"]
+    problems = []
+
+    def passes(t: dict) -> bool:
+        return t["attainment"] >= target and not t["overloaded"]
+
+    def offered(t: dict) -> float:
+        return t["offered_rps"] if t["offered_rps"] is not None and math.isfinite(t["offered_rps"]) else t["rate"]
+
+    low, high = manifest["bracket"]
+    asked = manifest["asked_rps"]
+    held = [offered(t) for t in trials if t["rate"] == asked and passes(t)]
+    if asked is None:
+        if low != 0:
+            problems.append(f"no rate held, yet the bracket's low end is {low}")
+    elif not held:
+        problems.append(f"no passing run at the asked rate {asked}")
+    elif low != min(held):
+        problems.append(f"low end {low} is not the lowest offered by the passing runs at {asked}: {min(held)}")
+    if high is None:
+        if status != "at least the ceiling":
+            problems.append(f"an open high end for status {status!r}")
+    else:
+        failed = [t for t in trials if not passes(t) and offered(t) == high]
+        if not failed:
+            problems.append(f"high end {high} is offered by no failing run")
+        elif high != max(offered(t) for t in trials if not passes(t) and t["rate"] == failed[0]["rate"]):
+            problems.append(f"high end {high} is not the highest offered by the failing runs at its rate")
+    has_capacity = status in ("confirmed", "at least the ceiling")
+    if has_capacity and manifest["capacity_rps"] != low:
+        problems.append(f"capacity {manifest['capacity_rps']} is not the bracket's low end {low}")
+    if not has_capacity and manifest["capacity_rps"] is not None:
+        problems.append(f"a capacity {manifest['capacity_rps']} for status {status!r}")
+    if status == "below the floor" and high is not None and any(passes(t) and offered(t) < high for t in trials):
+        problems.append("below the floor, yet a run under the high end passed")
+    if status == "at least the ceiling" and (asked is None or asked < max(t["rate"] for t in trials)):
+        problems.append(f"at least the ceiling, yet asked {asked} is not the highest rate tried")
+    if status == "confirmed":
+        last = trials[-1]
+        if last["role"] != "confirmation" or last["rate"] != asked or not passes(last):
+            problems.append(f"confirmed, yet the last trial is not a passing confirmation at {asked}: {last}")
+    return problems
+
+
+def paired_change_problems(candidate: pd.DataFrame, untimed: Iterable[str] = ()) -> list[str]:
+    """What is wrong with one candidate's rows of a paired comparison: every change has an
+    interval that holds it; an interval may be missing (not finite) only for a metric named in
+    `untimed`, one that some request of a run has no figure for (a resample may then hold none)."""
+    untimed = set(untimed)
+    problems = []
+    for row in candidate[candidate["change"].notna()].itertuples():
+        finite = math.isfinite(row.ci95_low) and math.isfinite(row.ci95_high)
+        if not finite and row.metric not in untimed:
+            problems.append(f"{row.metric} {row.stat}: no interval, though every request has the figure")
+        elif finite and not row.ci95_low <= row.change <= row.ci95_high:
+            problems.append(f"{row.metric} {row.stat}: change {row.change} outside [{row.ci95_low}, {row.ci95_high}]")
+    return problems
