@@ -160,7 +160,7 @@ def test_a_slowdown_seen_only_on_a_busy_host_is_inconclusive(slowdown, sglang_se
                           confirmations=2, **FEW)
     done = nightly(config)
     assert done.returncode == INCONCLUSIVE, done.stdout + done.stderr
-    assert "verdict: INCONCLUSIVE" in done.stdout and "other processes took" in done.stdout
+    assert "verdict: INCONCLUSIVE" in done.stdout and "foreign processes took" in done.stdout
     e2e = latest_verdicts(folder).set_index(["metric", "stat"]).loc[("e2e_ms", "mean")]
     assert e2e["verdict"] == "inconclusive (host busy)" and e2e["confirmation"].count("on a busy host") == 2
 
