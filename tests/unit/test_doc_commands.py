@@ -134,6 +134,8 @@ def no_server(monkeypatch, tmp_path):
     for name in ("workloads", "docs", "profiles"):
         if (ROOT / name).exists():
             (tmp_path / name).symlink_to(ROOT / name)
+    (tmp_path / "results").mkdir()  # the kept reference runs the docs compare; what a command writes stays here
+    (tmp_path / "results" / "reference").symlink_to(ROOT / "results" / "reference")
     rows = "".join(f'{{"prompt": "question {i}", "output_tokens": {16 + i}}}\n' for i in range(8))
     (tmp_path / "prompts.jsonl").write_text(rows, encoding="utf-8")
     sharegpt = ROOT / "workloads/data/dataset/example_sharegpt.json"
