@@ -22,6 +22,7 @@ from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
 from harness.errors import SparkbenchError
+from harness.records.reasoning import answer_text
 from workloads import Scorer
 from workloads.gsm8k_lm_eval import lm_eval_columns, metric_columns
 
@@ -108,7 +109,9 @@ def score_table(requests: pd.DataFrame) -> pd.DataFrame:
     items = [json.loads(raw) for raw in requests["item_json"]]
     failed = (requests["status"].fillna("ok") != "ok").to_numpy() if "status" in requests else \
         [False] * len(requests)
-    outputs = ["" if bad else text for bad, text in zip(failed, requests["output_text"].fillna("").astype(str))]
+    # The answer only: a reasoning model's inline <think> block is not scored (its streamed thinking
+    # is in reasoning_text, never in output_text).
+    outputs = ["" if bad else answer_text(text) for bad, text in zip(failed, requests["output_text"])]
     gold = [normalize_number(item["gold"]) for item in items]
     scored = pd.DataFrame({
         "prompt_id": requests["prompt_id"].to_numpy(),

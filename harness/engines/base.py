@@ -39,6 +39,12 @@ class StreamResult:
     chunk_ns: list[int] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)
     text: str = ""
+    # Thinking a reasoning parser streamed apart from the answer (`reasoning_content`/`reasoning`).
+    reasoning_text: str = ""
+    # One entry per chunk that brought answer text: arrival time and the length of `text` after it
+    # (where a `<think>` block left inline in the text ends, the answer's first arrival is found).
+    text_ns: list[int] = field(default_factory=list)
+    text_chars: list[int] = field(default_factory=list)
     output_ids: list[int] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)  # final meta_info / usage, kept raw
     # Counts as the server reported them (never re-tokenized or counted from chunks).
@@ -71,6 +77,13 @@ class StreamResult:
         self.last_token_ns = now
         self.chunk_ns.append(now)
         self.chunk_tokens.append(count)
+
+    def note_text(self, text: str, now: int) -> None:
+        """Append answer text that arrived at `now` (perf_counter ns), stamped with its offset."""
+        if text:
+            self.text += text
+            self.text_ns.append(now)
+            self.text_chars.append(len(self.text))
 
     def fail(self, error: RequestFailed, now: int) -> StreamResult:
         """Mark the result failed at `now` (perf_counter ns) with `error`'s kind and message (redacted:

@@ -6,7 +6,9 @@ with empty `choices` carries `usage`, then `data: [DONE]`. The request asks for 
 chunk (`continuous_usage_stats`), so each chunk says how many tokens the server has produced so far;
 that count, never the number of chunks, stamps the arrivals. Under speculative decoding one chunk
 carries several tokens, and a chunk can have empty text while tokens arrived (the server holds back
-a partial UTF-8 character), which is why text cannot stand in for the count.
+a partial UTF-8 character), which is why text cannot stand in for the count. A reasoning parser's
+thinking (`delta.reasoning_content`, newer vLLM `delta.reasoning`) is kept apart from the answer
+text, and its chunks are token arrivals like any other.
 """
 
 from __future__ import annotations
@@ -84,16 +86,21 @@ def _raise_if_error(chunk: dict[str, Any]) -> None:
         raise ServerHTTPError(f"server reported an error mid-stream: {str(message)[:300]}")
 
 
-def _choice_text(choice: dict[str, Any]) -> str:
-    """New text of one choice: `text` for completions, `delta.content` for chat."""
-    if "delta" in choice:
-        delta = optional_object(choice, "delta", "choices[0].") or {}
-        return optional_text(delta, "content", "choices[0].delta.") or ""
-    return optional_text(choice, "text", "choices[0].") or ""
+def _choice_text(choice: dict[str, Any]) -> tuple[str, str]:
+    """New (answer, reasoning) text of one choice: `text` for completions; `delta.content` and
+    the reasoning parser's `delta.reasoning_content` (SGLang, vLLM; newer vLLM: `delta.reasoning`,
+    the same text where both are sent) for chat."""
+    if "delta" not in choice:
+        return optional_text(choice, "text", "choices[0].") or "", ""
+    delta = optional_object(choice, "delta", "choices[0].") or {}
+    where = "choices[0].delta."
+    reasoning = optional_text(delta, "reasoning_content", where) or optional_text(delta, "reasoning", where)
+    return optional_text(delta, "content", where) or "", reasoning or ""
 
 
 def _token_count(result: StreamResult, usage: dict[str, Any] | None, text: str) -> int:
-    """The server's completion tokens so far; without running usage, one per text-bearing chunk.
+    """The server's completion tokens so far; without running usage, one per text-bearing chunk
+    (answer or reasoning text: thinking tokens are tokens).
 
     Only a chunk that is counted by assumption flags the result: SGLang's chat stream leaves usage
     off its role-only opening chunk and its closing finish_reason chunk, which bring no text.
@@ -131,12 +138,13 @@ def _absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> None
     choice = choices[0]
     if type(choice) is not dict:
         raise wrong_type("choices[0]", choice, "an object")
-    text = _choice_text(choice)
-    result.text += text
+    text, reasoning = _choice_text(choice)
+    result.note_text(text, now)
+    result.reasoning_text += reasoning
     finish_reason = optional_text(choice, "finish_reason", "choices[0].")
     if finish_reason is not None:
         result.finish_reason = finish_reason
-    result.stamp_tokens(_token_count(result, usage, text), now)
+    result.stamp_tokens(_token_count(result, usage, text + reasoning), now)
 
 
 def _usage_arrival(result: StreamResult, usage: dict[str, Any] | None, now: int) -> None:

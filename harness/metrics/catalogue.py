@@ -61,6 +61,8 @@ DISTRIBUTIONS = (
     # The server's own TTFT and TPOT stand beside the client's, in this order, in the headline view.
     _d("ttft_ms", "ms", LOWER, "time to first token", headline=MEAN_P50_P95, compared=("mean", "p95"),
        gate=0.10, gate_stat="mean"),
+    _d("ttfat_ms", "ms", LOWER, "time to first answer token (past a reasoning model's thinking)",
+       headline=MEAN_P50_P95),
     _d("server_ttft_ms", "ms", LOWER, "time to first token as the server measured it", headline=MEAN_P50_P95),
     _d("tpot_ms", "ms", LOWER, "time per output token after the first", headline=MEAN_P50_P95,
        compared=("mean",), gate=0.05, gate_stat="mean"),
@@ -76,6 +78,7 @@ DISTRIBUTIONS = (
     _d("tokens_per_step", "tokens/step", HIGHER, "output tokens per engine step"),
     _d("completion_tokens", "tokens", NEITHER, "output length reported by the server",
        headline=("mean", "p50"), compared=("mean",)),
+    _d("reasoning_tokens", "tokens", NEITHER, "thinking tokens of the output, as the server reported them"),
     _d("prompt_tokens", "tokens", NEITHER, "prompt length reported by the server"),
     _d("cached_tokens", "tokens", NEITHER, "prompt tokens served from the prefix cache"),
     _d("accept_length", "tokens/round", HIGHER, "tokens per speculative verify round", headline=("mean",)),

@@ -9,6 +9,7 @@ from harness.engines.meta import SPEC_COLUMNS
 from harness.metrics.integrity import integrity_columns, mask_stream_timings
 from harness.metrics.latency import client_columns, counts_from_server
 from harness.metrics.load import load_columns
+from harness.metrics.reasoning import reasoning_columns
 from harness.metrics.schema import DERIVED_COLUMNS
 from harness.metrics.server import server_columns
 from harness.metrics.speculative import engine_steps, speculation, tokens_per_step
@@ -25,7 +26,7 @@ def derive_requests(df: pd.DataFrame) -> pd.DataFrame:
     metas = [parse_meta(raw) for raw in df["meta_info_json"]]
     engines = df["engine"].astype(str).tolist()
     completion = floats(df["completion_tokens"])
-    columns = client_columns(df, metas) | load_columns(df)
+    columns = client_columns(df, metas) | load_columns(df) | reasoning_columns(df, metas)
     columns |= server_columns(metas, engines, completion, columns["ttft_ms"], columns["e2e_ms"])
     spec = [speculation(m, e, c) for m, e, c in zip(metas, engines, completion)]
     for name in SPEC_COLUMNS:

@@ -36,7 +36,7 @@ FLAGS = ("buffered", "late_first_token", "sparse")
 EVIDENCE = ("burst_share", "client_decode_share", "ttft_excess_ms")
 INTEGRITY_COLUMNS = (*EVIDENCE, *FLAGS, "stream_flagged")
 # Client columns that depend on when chunks arrived; left out (NaN, empty list) for flagged requests.
-STREAM_TIMING_COLUMNS = ("ttft_ms", "decode_ms", "tpot_ms", "decode_tok_s", "chunk_gaps_ms",
+STREAM_TIMING_COLUMNS = ("ttft_ms", "ttfat_ms", "decode_ms", "tpot_ms", "decode_tok_s", "chunk_gaps_ms",
                          "chunk_gap_tokens", "itl_ms", "response_ttft_ms")
 
 

@@ -8,7 +8,7 @@ SUMMARY_COLUMNS = ("run_id", "workload", "metric", "stat", "value", "unit")
 
 # Columns derive_requests adds to the per-request table, in order.
 DERIVED_COLUMNS = (
-    "ttft_ms", "e2e_ms", "decode_ms", "tpot_ms", "decode_tok_s", "e2e_per_token_ms",
+    "ttft_ms", "ttfat_ms", "reasoning_tokens", "e2e_ms", "decode_ms", "tpot_ms", "decode_tok_s", "e2e_per_token_ms",
     "send_lag_ms", "response_ttft_ms", "response_e2e_ms",
     "chunk_gaps_ms", "chunk_gap_tokens", "itl_ms", "tokens_per_chunk",
     "server_ttft_ms", "server_e2e_ms", "server_tpot_ms",

@@ -54,6 +54,11 @@ class RequestRecord:
     prompt_text: str | None = None
     output_text: str = ""
     output_ids: list[int] = field(default_factory=list)
+    # A reasoning parser's thinking, streamed apart from output_text (harness.records.reasoning);
+    # each chunk that brought output text: its arrival and the length of output_text after it.
+    reasoning_text: str = ""
+    text_ns: list[int] = field(default_factory=list)
+    text_chars: list[int] = field(default_factory=list)
     sampling_json: str = "{}"
     item_json: str = "{}"
     meta_info_json: str = "{}"
@@ -93,6 +98,9 @@ class RequestRecord:
             prompt_text=prompt.text,
             output_text=result.text,
             output_ids=result.output_ids,
+            reasoning_text=result.reasoning_text,
+            text_ns=result.text_ns,
+            text_chars=result.text_chars,
             sampling_json=json.dumps(prompt.sampling.to_dict(), sort_keys=True),
             item_json=json.dumps(prompt.item, sort_keys=True),
             meta_info_json=json.dumps(result.meta, sort_keys=True),
@@ -289,7 +297,8 @@ def json_lines(path: Path) -> list[dict[str, Any]]:
 
 def read_jsonl(path: Path) -> pd.DataFrame:
     """Rows of a JSONL record file (`json_lines`), one per prompt (`latest_attempts`)."""
-    frame = latest_attempts(checked_records(with_status(with_engine_and_api(pd.DataFrame(json_lines(path)))), path))
+    frame = pd.DataFrame(json_lines(path))
+    frame = latest_attempts(checked_records(with_later_fields(with_status(with_engine_and_api(frame))), path))
     frame = frame.reindex(columns=COLUMNS)
     # Nullable integers: a single missing value must not turn nanosecond stamps into rounded floats.
     for column in NULLABLE_INT_COLUMNS:
@@ -305,6 +314,17 @@ def with_engine_and_api(frame: pd.DataFrame) -> pd.DataFrame:
     pairs = [LEGACY_BACKEND.get(name, (name, name)) for name in frame["backend"]]
     return frame.drop(columns="backend").assign(engine=[engine for engine, _ in pairs],
                                                 api=[api for _, api in pairs])
+
+
+LATER_FIELDS = {"reasoning_text": "", "text_ns": [], "text_chars": []}
+
+
+def with_later_fields(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table with the record fields added after its run was written (LATER_FIELDS), at their
+    defaults: a run recorded before reasoning streams were read had none."""
+    missing = {name: [list(value) if isinstance(value, list) else value for _ in range(len(frame))]
+               for name, value in LATER_FIELDS.items() if name not in frame.columns}
+    return frame.assign(**missing) if missing else frame
 
 
 def with_status(frame: pd.DataFrame) -> pd.DataFrame:
@@ -338,7 +358,7 @@ def load_requests(run_dir: Path) -> pd.DataFrame:
     parquet, jsonl = run_dir / PARQUET_NAME, run_dir / JSONL_NAME
     if parquet.exists():
         try:
-            frame = with_status(with_engine_and_api(pd.read_parquet(parquet)))
+            frame = with_later_fields(with_status(with_engine_and_api(pd.read_parquet(parquet))))
         except Exception as exc:  # pyarrow raises several unrelated types for a damaged file
             if not jsonl.exists():
                 raise SparkbenchError(f"{parquet}: cannot be read as Parquet ({type(exc).__name__}) "

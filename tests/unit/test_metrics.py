@@ -24,7 +24,7 @@ from harness.records.requests import RecordWriter, load_requests, write_parquet
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 
 EXPECTED_DERIVED = {
-    "ttft_ms", "e2e_ms", "decode_ms", "tpot_ms", "decode_tok_s", "e2e_per_token_ms",
+    "ttft_ms", "ttfat_ms", "reasoning_tokens", "e2e_ms", "decode_ms", "tpot_ms", "decode_tok_s", "e2e_per_token_ms",
     "chunk_gaps_ms", "chunk_gap_tokens", "itl_ms", "tokens_per_chunk",
     "send_lag_ms", "response_ttft_ms", "response_e2e_ms",
     "server_ttft_ms", "server_e2e_ms", "server_tpot_ms",
@@ -35,7 +35,7 @@ EXPECTED_DERIVED = {
     "buffered", "late_first_token", "sparse", "stream_flagged",
 }
 EXPECTED_DISTRIBUTIONS = {
-    "ttft_ms", "tpot_ms", "e2e_ms", "decode_ms", "e2e_per_token_ms", "decode_tok_s", "itl_ms",
+    "ttft_ms", "ttfat_ms", "reasoning_tokens", "tpot_ms", "e2e_ms", "decode_ms", "e2e_per_token_ms", "decode_tok_s", "itl_ms",
     "chunk_gap_ms", "tokens_per_chunk", "tokens_per_step", "completion_tokens", "prompt_tokens",
     "cached_tokens", "accept_length", "accept_rate", "server_ttft_ms", "server_e2e_ms",
     "server_tpot_ms", "ttft_client_minus_server_ms", "e2e_client_minus_server_ms",
