@@ -44,3 +44,8 @@ def test_a_failed_request_has_no_itl_and_a_frame_without_status_counts_every_req
     assert columns["chunk_gaps_ms"] == [[10.0, 20.0], [10.0, 20.0]]  # the gaps themselves stay
     frame, metas = _frame(None)
     assert client_columns(frame, metas)["itl_ms"] == [[10.0, 10.0, 10.0]] * 2
+
+
+def test_a_long_stream_keeps_its_itl():
+    """300 gaps: lengths past the integers Python keeps one object for still compare equal."""
+    assert itl_ms([2.0] * 300, [2] * 300) == [1.0] * 600
