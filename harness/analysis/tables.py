@@ -137,6 +137,8 @@ KEY_FIGURES = (("decode_throughput_aggregate", "value", "decode tok/s", figure_t
 ACCURACY_FORMAT = "{:.1%}".format
 # Added when any run of the group ran an open loop, and the SLO figures when any had targets.
 OPEN_LOOP_FIGURES = (("response_e2e_ms", "p95", "response E2E p95 ms", figure_text),)
+# Added when any run's records show a reasoning model's thinking: TTFT beside the first answer token.
+REASONING_FIGURES = (("ttfat_ms", "mean", "TTFAT mean ms", figure_text),)
 SLO_FIGURES = (("slo_attainment", "mean", "SLO attainment", ACCURACY_FORMAT),
                ("goodput_rps", "value", "goodput req/s", figure_text))
 
@@ -159,6 +161,13 @@ def key_figure_cell(rows: pd.DataFrame, metric: str, stat: str, number: Callable
     return {"value": number(row["value"]), "change": change_text(row), "verdict": row["verdict"] or ""}
 
 
+def thinks(derived: pd.DataFrame) -> bool:
+    """Whether a run's requests show thinking: streamed apart, or a first answer token after the first token."""
+    streamed = "reasoning_text" in derived.columns and bool((derived["reasoning_text"].fillna("") != "").any())
+    later = (derived["ttfat_ms"] > derived["ttft_ms"]).any() if "ttfat_ms" in derived.columns else False
+    return streamed or bool(later)
+
+
 def key_figures(runs: Sequence[Run], comparison: pd.DataFrame) -> pd.DataFrame:
     """One row per run of one shape group: label, concurrency, scale, status, requests, then each
     KEY_FIGURES figure (and the scorer's accuracy) as a cell {value, change, verdict} against the
@@ -166,6 +175,8 @@ def key_figures(runs: Sequence[Run], comparison: pd.DataFrame) -> pd.DataFrame:
     figures = list(KEY_FIGURES)
     if any(run.derived["scheduled_ns"].notna().any() for run in runs if "scheduled_ns" in run.derived.columns):
         figures += OPEN_LOOP_FIGURES
+    if any(thinks(run.derived) for run in runs):
+        figures += REASONING_FIGURES
     if any(run.slo_targets for run in runs):
         figures += SLO_FIGURES
     if runs[0].scorer is not None:

@@ -99,3 +99,16 @@ def test_runs_sharing_a_label_are_numbered_and_a_run_without_ok_requests_is_no_b
     assert [run.name for run in group.runs] == ["sglang #1", "sglang #2", "sglang #3"]
     assert group.baseline.run_id == "r2"
     assert group.comparison.set_index(["run_id", "metric", "stat"]).loc[("r3", "tpot_ms", "mean"), "verdict"] == "better"
+
+
+def test_a_reasoning_run_shows_the_time_to_first_answer_token_beside_ttft(tmp_path):
+    plain = write_run(tmp_path, "r-plain", synthetic_records(10.0), SYNTHETIC)
+    thinking = synthetic_records(10.0)
+    for record in thinking:  # the answer's text arrives with the last token, after the thinking
+        record.reasoning_text = "hm"
+        record.text_ns, record.text_chars = [record.last_token_ns], [len(record.output_text)]
+    think_dir = write_run(tmp_path, "r-think", thinking, SYNTHETIC)
+    heads = [build_report(runs, tmp_path / name)[0].read_text(encoding="utf-8").split("<h2>Figures</h2>")[0]
+             for name, runs in (("plain", [plain]), ("both", [plain, think_dir]))]
+    assert "TTFT mean ms" in heads[0] and "TTFAT mean ms" not in heads[0]
+    assert "TTFT mean ms" in heads[1] and "TTFAT mean ms" in heads[1]
