@@ -25,7 +25,7 @@ STAGES := .stage-times.tsv
 STAGE_TIMES := $(PYTHON) scripts/stage_times.py $(STAGES)
 STAGE = $(STAGE_TIMES) run
 
-.PHONY: help setup setup-ray lock lock-upgrade lm-eval-env env-sglang env-vllm model llamacpp drafter testbed bench-synthetic bench-gsm8k bench-specbench gap report report-shot test test-quick test-e2e test-unit lint cold-check clean
+.PHONY: help setup setup-ray lock lock-upgrade lm-eval-env mutation env-sglang env-vllm model llamacpp drafter testbed bench-synthetic bench-gsm8k bench-specbench gap report report-shot test test-quick test-e2e test-unit lint cold-check clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -68,6 +68,22 @@ $(LM_EVAL_ENV)/.complete: | $(UV)
 	@touch $@
 
 lm-eval-env: $(LM_EVAL_ENV)/.complete ## lm-eval's GSM8K filters in a small cached environment (the scoring comparison test)
+
+# Mutation testing (cosmic-ray, in a cached environment keyed by its version, outside the clone and
+# uv.lock). Each entry is a module with the unit tests that exercise it: MODULE=TEST[,TEST...].
+COSMIC_RAY_VERSION := 8.7.0
+COSMIC_RAY_ENV := $(CACHE)/tools/cosmic-ray-$(COSMIC_RAY_VERSION)
+$(COSMIC_RAY_ENV)/.complete: | $(UV)
+	rm -rf $(COSMIC_RAY_ENV)
+	$(UV) venv --quiet --python $(PYTHON) $(COSMIC_RAY_ENV)
+	$(UV) pip install --quiet --python $(COSMIC_RAY_ENV)/bin/python cosmic-ray==$(COSMIC_RAY_VERSION)
+	@touch $@
+
+MUTATION_MODULES ?= harness/metrics/latency.py=tests/unit/test_metrics.py \
+	harness/metrics=tests/unit/test_metrics.py,tests/unit/test_metrics_properties.py,tests/unit/test_slo_metrics.py,tests/unit/test_acceptance.py \
+	workloads/gsm8k_scoring.py=tests/unit/test_scoring.py,tests/unit/test_gsm8k_workload.py
+mutation: setup $(COSMIC_RAY_ENV)/.complete ## Mutation testing, kill rate per module (MUTATION_MODULES="MODULE=TEST,..."; not part of `make test`)
+	$(BIN)/python scripts/mutation.py --cosmic-ray $(COSMIC_RAY_ENV)/bin/cosmic-ray $(MUTATION_MODULES)
 
 env-sglang: setup ## Install the pinned SGLang server environment (cached outside the clone)
 	$(STAGE) env-sglang -- $(BIN)/python -m harness.testbed.envs env sglang --uv $(UV)
