@@ -38,7 +38,11 @@ PROMPTS = {1: 6, 4: 12}
 AGREE_SHARE = 0.75
 SCRAPE_S = 0.25
 MIN_SCRAPES = 2  # scrapes inside the measured window (vLLM's /metrics can take a second to answer on 2 cores)
-RESIZES = 2  # at most this many longer runs where a run ended before its scrapes
+# The window a run is sized for: a scrape can fall where the client still counts a request the server
+# has let go (the lag above), and on a fast host the test bed's requests last tens of ms, so two
+# scrapes can both land in that lag; eight make "they agree at one scrape at least" a property.
+SIZED_SCRAPES = 8
+RESIZES = 3  # at most this many longer runs where a run ended before its scrapes
 HELD_STREAMS = "vllm"  # the engine whose test-bed streams reach the client late
 
 
@@ -51,16 +55,16 @@ def _one_run(server, results, prompts: int, concurrency: int) -> Run:
 
 def _telemetry_run(server, results, concurrency: int) -> Run:
     """A run long enough for the scrapes the tests read: sized by what it must observe, not by a
-    count. On a host fast enough to finish before MIN_SCRAPES scrapes, the run is repeated with its
+    count. On a host fast enough to finish before SIZED_SCRAPES scrapes, the run is repeated with its
     prompts scaled by the window it had against the window the scrapes need."""
     prompts = PROMPTS[concurrency]
     for attempt in range(RESIZES + 1):
         run = _one_run(server, results / f"attempt-{attempt}", prompts, concurrency)
         window = measured_window(run)
-        if len(in_flight_check(run)) >= MIN_SCRAPES or window is None:
+        if len(in_flight_check(run)) >= SIZED_SCRAPES or window is None:
             return run
         seconds = max((window[1] - window[0]) / NS_PER_S, SCRAPE_S / 4)
-        prompts = math.ceil(prompts * (MIN_SCRAPES + 2) * SCRAPE_S / seconds)
+        prompts = math.ceil(prompts * (SIZED_SCRAPES + 2) * SCRAPE_S / seconds)
     return run
 
 
