@@ -21,7 +21,7 @@ from harness.guard.profiles import Profile, load_profile
 from harness.run.server import LaunchSpec, ManagedServer, PortTaken, free_port
 from harness.testbed import llamacpp, real_model
 from harness.testbed.drafter import build as drafter
-from harness.testbed.envs import MODEL_VARIANTS, TESTBED_DIR, cache_root, ensure_model, env_python
+from harness.testbed.envs import MODEL_VARIANTS, TESTBED_DIR, cache_root, ensure_model, env_python, server_logs_dir
 
 STANDIN_DIR = TESTBED_DIR / "sgl_kernel_cpu"
 DEFAULT_PROFILE = "cpu-testbed"
@@ -132,7 +132,7 @@ def embedded_launch(profile_name: str = DEFAULT_PROFILE, model_dir: Path | None 
     # The engine's caches go into ours, off the user's home folders; the profile's own settings win.
     spec = replace(spec, env={**engine_named(profile.engine).launch_env(cache_root()), **spec.env})
     base_url = f"http://127.0.0.1:{port}"
-    log_path = cache_root() / "logs" / f"{log_name}-{port}.log"
+    log_path = server_logs_dir() / f"{log_name}-{port}.log"
     server = EmbeddedServer(base_url=base_url, profile=profile.name, engine=profile.engine, model_dir=model,
                             log_path=log_path, testbed_model=model_dir is None)
     return ManagedServer(spec, base_url, log_path), server

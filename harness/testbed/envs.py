@@ -36,6 +36,12 @@ def cache_root() -> Path:
     return Path(os.environ.get("SPARKBENCH_CACHE", Path.home() / ".cache" / "sparkbench"))
 
 
+def server_logs_dir() -> Path:
+    """Where started servers write their logs: SPARKBENCH_SERVER_LOGS, else the cache's logs folder.
+    return Path(os.environ.get("SPARKBENCH_SERVER_LOGS") or cache_root() / "logs")
+    return cache_root() / "logs"
+
+
 def _digest(*paths: Path) -> str:
     h = hashlib.sha256()
     for path in paths:

@@ -6,7 +6,7 @@
 #   scripts/gpu/drafter.sh build     # the CUDA llama-server (scripts/gpu/h200.sh build, no MoE), detached
 #   scripts/gpu/drafter.sh train     # join the parts, check the pin, convert, train; weights to $OUT
 #   scripts/gpu/drafter.sh measure plain|eagle3|greedy|control   # timed runs on one server; greedy on both
-#                                    # + fidelity; control: plain against plain and against self-drafting
+#                                    # + fidelity; control: plain against plain, self-drafting and EAGLE-3
 #   scripts/gpu/drafter.sh collect   # summaries and the run folders to $OUT
 #
 # The machine reaches no package index and takes at most 64 MiB a call (the repository included), so
@@ -103,20 +103,22 @@ EAGLE3_ARGS=(-md "$WORK/eagle3.gguf" -ngld all --spec-type draft-eagle3 --spec-d
 SERVERS=()
 trap 'for pid in "${SERVERS[@]}"; do kill "$pid" 2>/dev/null || true; done' EXIT
 
-control() {  # the fidelity check's negative controls, greedy, three servers at once: plain against a second
-  # plain server (the check's own floor: nothing may part) and against the model drafting for itself
-  # (CUDA verification numerics without the EAGLE-3 path); docs/fidelity.md reads them beside EAGLE-3's
+control() {  # the fidelity check's negative controls, greedy, four servers at once on one machine: plain
+  # against a second plain server (the check's own floor: nothing may part), against the model drafting
+  # for itself (CUDA verification numerics without the EAGLE-3 path) and against EAGLE-3 (the case under
+  # test, rerun beside its controls); docs/fidelity.md reads the three side by side
   serve plain "$PORT"; serve plain2 $((PORT + 2))
   serve self $((PORT + 3)) -md "$REAL/model.gguf" -ngld all --spec-type draft-simple --spec-draft-n-max 3
+  serve eagle3 $((PORT + 4)) "${EAGLE3_ARGS[@]}"
   local name offset pids=()
-  for name in plain:0 plain2:2 self:3; do
+  for name in plain:0 plain2:2 self:3 eagle3:4; do
     offset=${name#*:}; name=${name%:*}
     bench $((PORT + offset)) "$WORK/results/control/$name" gsm8k --limit "${GSM8K_LIMIT:-1319}" \
       --max-new-tokens "${MAX_NEW:-512}" --temperature 0 &
     pids+=($!)
   done
   wait "${pids[@]}"
-  for name in plain2 self; do
+  for name in plain2 self eagle3; do
     "$PYTHON" -m harness.cli fidelity "$WORK"/results/control/plain/*/ "$WORK"/results/control/$name/*/ \
       --server "http://127.0.0.1:$PORT" >"$WORK/fidelity-control-$name.txt" 2>&1 || true
   done

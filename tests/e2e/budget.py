@@ -2,8 +2,8 @@
 
 Wall-clock time on a shared 2-core host says as much about the host as about the tests, so the
 budget is kept in what the host does not change: the server launches a module makes beyond the
-session's pooled servers (each a log file of its own in the cache's logs folder, whichever process
-launched it) and the output tokens the pooled servers generated while the module ran (their own
+session's pooled servers (each a log file of its own in the tier's logs folder, whichever process
+of the tier launched it; a unit tier beside it logs elsewhere) and the output tokens the pooled servers generated while the module ran (their own
 Prometheus counters). A module over either figure, or one with no budget, fails the session; its
 wall time is printed beside the figures, for information.
 """

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.testbed.envs import cache_root, ensure_model
+from harness.testbed.envs import cache_root, ensure_model, server_logs_dir
 from harness.testbed.variants import ensure_rounded_head_model
 from tests.e2e.budget import Tally, cost_table, load_budget, over_budget
 from tests.e2e.servers import LiveServer, Served, ServerPool
@@ -94,6 +94,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(engine)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """This tier's servers log into a folder of their own (its subprocesses inherit it), so the launch
+    budget counts this session's launches, not those of a unit tier running beside it."""
+    os.environ.setdefault("SPARKBENCH_SERVER_LOGS", str(cache_root() / "logs" / f"e2e-{os.getpid()}"))
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start, without waiting, the first servers that the collected tests will use."""
     if session.config.option.collectonly:
@@ -103,7 +109,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         order = [name for name in order if name != "sglang_server"]
         last_test.pop("sglang_server", None)
     pool = session.config.stash[POOL] = ServerPool(SERVED, order, last_test)
-    session.config.stash[TALLY] = Tally(cache_root() / "logs")
+    session.config.stash[TALLY] = Tally(server_logs_dir())
     pool.start_ahead()
 
 

@@ -133,3 +133,15 @@ def test_a_capacity_search_launches_and_names_the_workloads_default(launches, mo
     find_capacity(request, None)
     assert launches == [(REAL_TEXT_PROFILE, None)]
     assert searched[0]["configuration"] == REAL_TEXT_PROFILE
+
+
+def test_started_servers_log_where_the_tier_says(monkeypatch, tmp_path):
+    """The e2e tier counts launches by the log files in its own folder (tests/e2e/budget.py): an
+    embedded server must log into SPARKBENCH_SERVER_LOGS when it is set, the cache's folder else."""
+    from harness.run.embedded import embedded_launch
+    from harness.testbed.envs import cache_root
+
+    monkeypatch.setenv("SPARKBENCH_SERVER_LOGS", str(tmp_path / "tier"))
+    assert embedded_launch(DEFAULT_PROFILE, tmp_path, "probe")[1].log_path.parent == tmp_path / "tier"
+    monkeypatch.delenv("SPARKBENCH_SERVER_LOGS")
+    assert embedded_launch(DEFAULT_PROFILE, tmp_path, "probe")[1].log_path.parent == cache_root() / "logs"
