@@ -38,8 +38,8 @@ def cache_root() -> Path:
 
 def server_logs_dir() -> Path:
     """Where started servers write their logs: SPARKBENCH_SERVER_LOGS, else the cache's logs folder.
+    A test tier names a folder of its own, so that counting its launches counts no other tier's."""
     return Path(os.environ.get("SPARKBENCH_SERVER_LOGS") or cache_root() / "logs")
-    return cache_root() / "logs"
 
 
 def _digest(*paths: Path) -> str:
