@@ -29,9 +29,13 @@ def gap(
                                                            "before each of its runs); default: no guard.")] = None,
     spec_profile: Annotated[str | None, typer.Option(help="Profile the --spec server must match (guard and "
                                                           "acceptance canary before each run); default: no guard.")] = None,
-    contents: Annotated[str, typer.Option(help="Comma list of contents: synthetic, gsm8k, specbench:TASK (translation, "
-                                               "summarization, qa, math_reasoning, rag), or all.")] = "all",
-    prompts: Annotated[int, typer.Option(min=1, help="Prompts per content (the same ones in its four cells).")] = 6,
+    contents: Annotated[str, typer.Option(help="Comma list of contents: synthetic, synthetic-matched "
+                                               "(synthetic prompts as long as GSM8K's, one by one), gsm8k, "
+                                               "specbench:TASK (translation, summarization, qa, math_reasoning, "
+                                               "rag), or all.")] = "all",
+    prompts: Annotated[int, typer.Option(min=1, help="Prompts per content (the same ones in its four cells); "
+                                                         "intervals print from 24 (docs/gap.md), fewer give points "
+                                                         "only.")] = 6,
     fixed_tokens: Annotated[int, typer.Option(min=2, help="Output tokens of a fixed-length cell (ignore_eos).")] = 128,
     natural_cap: Annotated[int, typer.Option(min=2, help="Token cap of a natural-length cell.")] = 512,
     synthetic_input_tokens: Annotated[int, typer.Option(min=2, help="Prompt tokens of the synthetic content.")] = 512,
