@@ -7,7 +7,6 @@ The numbers are `harness.analysis.acceptance`'s; docs/metrics.md says whose defi
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 
@@ -18,7 +17,7 @@ from harness.analysis.acceptance import PER_REQUEST, positions_by_group, request
 from harness.analysis.categories import OVERALL, categories, has_categories
 from harness.analysis.run import Run
 from harness.analysis.shapes import ShapeGroup
-from harness.report.markup import html_table, md_table, md_text
+from harness.report.markup import section_html, section_markdown
 
 POSITION_COLUMNS = {"group": "category / content", "k": "accepted drafts k", "steps": "verify steps",
                     "share": "share of steps", "conditional": "P(draft k accepted | draft k-1 accepted)",
@@ -93,18 +92,8 @@ def acceptance_blocks(groups: Sequence[ShapeGroup]) -> list[tuple[str, pd.DataFr
 
 
 def acceptance_html(blocks: Sequence[tuple[str, pd.DataFrame]]) -> list[str]:
-    if not blocks:
-        return []
-    parts = ["<h2>Acceptance</h2>", f"<p class='legend'>{html.escape(LEGEND)}</p>"]
-    for heading, table in blocks:
-        parts += [f"<h3>{html.escape(heading)}</h3>", html_table(table)]
-    return parts
+    return section_html("Acceptance", LEGEND, blocks)
 
 
 def acceptance_markdown(blocks: Sequence[tuple[str, pd.DataFrame]]) -> list[str]:
-    if not blocks:
-        return []
-    parts = ["## Acceptance", md_text(LEGEND)]
-    for heading, table in blocks:
-        parts += [f"### {md_text(heading)}", md_table(table)]
-    return parts
+    return section_markdown("Acceptance", LEGEND, blocks)

@@ -7,7 +7,6 @@ Shown for runs whose prompts carry a category (Spec-Bench's six tasks); the numb
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 
 import pandas as pd
@@ -15,7 +14,7 @@ import pandas as pd
 from harness.analysis.acceptance import NOT_EXPORTED
 from harness.analysis.categories import category_speedups, category_table, has_categories
 from harness.analysis.shapes import ShapeGroup
-from harness.report.markup import html_table, md_table, md_text
+from harness.report.markup import section_html, section_markdown
 
 FIGURES = {"requests_ok": "requests", "accept_length_token_weighted": "accept length (token-weighted)",
            "accept_length_request_weighted": "accept length (request-weighted)",
@@ -79,21 +78,11 @@ def category_blocks(groups: Sequence[ShapeGroup]) -> list[tuple[str, pd.DataFram
 
 
 def categories_html(blocks: Sequence[tuple[str, pd.DataFrame]]) -> list[str]:
-    if not blocks:
-        return []
-    parts = ["<h2>By category</h2>", f"<p class='legend'>{html.escape(LEGEND)}</p>"]
-    for heading, table in blocks:
-        parts += [f"<h3>{html.escape(heading)}</h3>", html_table(table)]
-    return parts
+    return section_html("By category", LEGEND, blocks)
 
 
 def categories_markdown(blocks: Sequence[tuple[str, pd.DataFrame]]) -> list[str]:
-    if not blocks:
-        return []
-    parts = ["## By category", md_text(LEGEND)]
-    for heading, table in blocks:
-        parts += [f"### {md_text(heading)}", md_table(table)]
-    return parts
+    return section_markdown("By category", LEGEND, blocks)
 
 
 def format_categories(blocks: Sequence[tuple[str, pd.DataFrame]]) -> str:

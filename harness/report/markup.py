@@ -62,3 +62,23 @@ def embedded_figure(png: Path, caption: str) -> str:
     data = base64.b64encode(png.read_bytes()).decode("ascii")
     return (f"<figure><img alt='{html.escape(caption)}' src='data:image/png;base64,{data}'>"
             f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
+def section_html(title: str, legend: str, blocks: Sequence[tuple[str, pd.DataFrame]]) -> list[str]:
+    """A report section of titled tables under one legend, as HTML (nothing when there are no tables)."""
+    if not blocks:
+        return []
+    parts = [f"<h2>{html.escape(title)}</h2>", f"<p class='legend'>{html.escape(legend)}</p>"]
+    for heading, table in blocks:
+        parts += [f"<h3>{html.escape(heading)}</h3>", html_table(table)]
+    return parts
+
+
+def section_markdown(title: str, legend: str, blocks: Sequence[tuple[str, pd.DataFrame]]) -> list[str]:
+    """The same section as Markdown."""
+    if not blocks:
+        return []
+    parts = [f"## {md_text(title)}", md_text(legend)]
+    for heading, table in blocks:
+        parts += [f"### {md_text(heading)}", md_table(table)]
+    return parts
