@@ -5,7 +5,12 @@ used meets the target. The model is fed what this host really did (the services 
 client's send lags), and the tolerances come from it: the attainment a trial of its size can miss by
 (three binomial standard deviations at the target), turned into rates by the model itself; the run
 on an unseen schedule is held to the target less three standard deviations of its own effective size
-(its misses cluster: a stall of the loaded host misses a run of requests)."""
+(its misses cluster: a stall of the loaded host misses a run of requests).
+
+The queue model itself is held to figures worked out by hand from queueing theory, not to its own
+output: M/D/1 (a request meets an SLO just over its service time only when it finds the server
+free, probability 1 - rho by PASTA), M/M/1 (the response time is exponential at mu - lambda) and
+M/M/2 (Erlang C)."""
 
 from __future__ import annotations
 
@@ -24,10 +29,6 @@ from harness.sweep.capacity_settings import CapacitySettings
 from harness.sweep.trial_plan import plan_trial
 from tests.fakes.queue_server import SlotServer, attainment, capacity
 from tests.unit.test_runner import ListWorkload
-
-# About 45 s of real queueing against a fake whose service times a busy host stretches (it passed 3
-# of 4 times at load 2.5-4): a proof to run on a quiet machine (`pytest -m slow`), not a gate.
-pytestmark = pytest.mark.slow
 
 SLOTS, PER_TOKEN_S, TOKENS = 10, 0.04, 2  # ListWorkload asks for 2 tokens: 80 ms a request
 SLO_S, TARGET, REQUESTS = 0.120, 0.9, 200
@@ -68,6 +69,43 @@ def trial_runner(server: SlotServer):
     return run_trial
 
 
+MODEL_TOLERANCE = 0.015  # the model's one draw of 18,000 judged arrivals: its attainment within 1.5 points
+
+
+@pytest.mark.parametrize("rate, expected", [(2.0, 0.8), (5.0, 0.5), (8.0, 0.2)])
+def test_the_model_finds_an_m_d_1_server_free_one_minus_rho_of_the_time(rate, expected):
+    """One slot, 100 ms exact, an SLO just over the service: met only without a wait, 1 - rate * 0.1."""
+    assert attainment(rate, 0.1001, 1, np.array([0.1])) == pytest.approx(expected, abs=MODEL_TOLERANCE)
+
+
+def test_the_models_capacity_at_m_d_1_is_where_half_the_requests_wait():
+    """1 - rho = 0.5 at rho = 0.5: 5 req/s for a 100 ms service."""
+    assert capacity(0.5, 0.1001, 1, np.array([0.1])) == pytest.approx(5.0, rel=0.03)
+
+
+EXPONENTIAL_100MS = np.random.default_rng(1).exponential(0.1, 20_000)  # mu = 10 req/s a slot
+
+
+@pytest.mark.parametrize("rate, expected", [(2.0, 0.9093), (5.0, 0.7769)])  # 1 - exp(-(10 - rate) * 0.3)
+def test_the_models_m_m_1_response_time_is_exponential_at_mu_minus_lambda(rate, expected):
+    assert attainment(rate, 0.3, 1, EXPONENTIAL_100MS) == pytest.approx(expected, abs=MODEL_TOLERANCE)
+
+
+def test_the_models_m_m_1_capacity_is_where_the_exponential_meets_the_target():
+    """1 - exp(-(10 - rate) * 0.3) = 0.9 at rate = 10 - ln(10) / 0.3 = 2.325 req/s."""
+    assert capacity(0.9, 0.3, 1, EXPONENTIAL_100MS) == pytest.approx(2.325, rel=0.03)
+
+
+def test_the_models_m_m_2_attainment_is_erlang_cs():
+    """Two slots, mu = 10, lambda = 12 (a = 1.2), SLO 250 ms. Erlang C: (a^2 / 2) * 2 / (2 - a) = 1.8
+    over 1 + a + 1.8 = 4.0, so C = 0.45; P(T > t) = e^(-mu t) (1 + C (1 - e^(-mu t (c - 1 - a))) /
+    (c - 1 - a)) = e^-2.5 (1 + 0.45 (1 - e^0.5) / -0.2) = 0.2019: 0.7981 met."""
+    assert attainment(12.0, 0.25, 2, EXPONENTIAL_100MS) == pytest.approx(0.7981, abs=MODEL_TOLERANCE)
+
+
+# About 45 s of real queueing against a fake whose service times a busy host stretches (it passed 3
+# of 4 times at load 2.5-4): a proof to run on a quiet machine (`pytest -m slow`), not a gate.
+@pytest.mark.slow
 def test_the_capacity_found_holds_on_a_server_of_known_capacity(tmp_path):
     server = SlotServer(SLOTS, PER_TOKEN_S)
     nominal = capacity(TARGET, SLO_S, SLOTS, np.array([TOKENS * PER_TOKEN_S]))  # exact sleeps: M/D/2
