@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.acceptance import RunHistogram, acceptance_rows, run_histogram
+from harness.analysis.imported import imported_summary, imported_table
 from harness.analysis.roofline import RooflineInputs, roofline_values, run_roofline
 from harness.analysis.telemetry import server_cache_hit_rate
 from harness.facts import EngineFacts
@@ -135,8 +136,8 @@ class Run:
 
     @cached_property
     def requests(self) -> pd.DataFrame:
-        """The per-request records as stored."""
-        return load_requests(self.path)
+        """The per-request records as stored (an imported run: the tool's rows, `imported_table`)."""
+        return imported_table(self.path) if self.record.imported else load_requests(self.path)
 
     @cached_property
     def server_metrics(self) -> pd.DataFrame:
@@ -161,7 +162,10 @@ class Run:
 
     @cached_property
     def derived(self) -> pd.DataFrame:
-        """The records with every derived column, and a boolean `correct` where the run is scored."""
+        """The records with every derived column, and a boolean `correct` where the run is scored; an
+        imported run's rows hold only the tool's own figures (harness.analysis.imported)."""
+        if self.record.imported:
+            return self.requests
         requests = self.requests
         if self.scores is not None:
             flags = self.scores[["prompt_id", self.scorer.correct]].rename(columns={self.scorer.correct: "correct"})
@@ -210,6 +214,8 @@ class Run:
         draft position and under each definition, energy, SLO attainment and goodput, the scorer's
         accuracy rows and the decode roofline."""
         record = self.record
+        if record.imported:
+            return imported_summary(self.path, record.imported, self.run_id, self.workload)
         parts = [counter_rows(record.server_counters), cache_counter_rows(self), acceptance_rows(self.histogram, self.measured),
                  energy_rows(self.path, record.power, self.requests), slo_rows(self.judged, self.slo_targets)]
         if self.scores is not None:

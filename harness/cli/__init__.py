@@ -4,7 +4,7 @@ Each module registers its commands on `app` (`harness.cli.app`); options come fr
 through `harness.cli.binding`, so an option is declared once, in its model.
 """
 
-from harness.cli import agree, capacity, gap, jobs, results, run  # noqa: F401  (each registers its commands)
+from harness.cli import agree, capacity, gap, imports, jobs, results, run  # noqa: F401  (each registers its commands)
 from harness.cli.app import app, main
 
 __all__ = ["app", "main"]

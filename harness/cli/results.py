@@ -32,6 +32,10 @@ def summarize(
 
     run = Run.load(run_dir, RooflineInputs(model_config, peak_gbps))
     run.write_tables()  # tables of a run recorded before they were written at its end
+    if run.record.imported:
+        from harness.analysis.imported import provenance_line
+
+        print(provenance_line(run.record.imported))
     print(format_run_summary(run, full=True))
     _print_by_category(compare_by_shape([run]))
 

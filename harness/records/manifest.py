@@ -42,6 +42,7 @@ from harness.records.entries import (
     TelemetryEntry,
     WorkloadSpec,
 )
+from harness.records.imported import ImportEntry
 
 MANIFEST_VERSION = 2  # 2: engine_facts beside the raw snapshot; 1: the raw snapshot only
 STALE_AFTER_S = 600.0  # a run on another host whose heartbeat is older than this is taken as dead
@@ -108,6 +109,8 @@ class RunRecord(StrictModel):
     agreement: AgreementEntry | None = None
     servers: dict[str, ScoringServer] | None = None
     positions_scored: int | None = None
+    # a `sparkbench import` run (kind "import"): another tool's file, its figures in its definitions
+    imported: ImportEntry | None = None
 
     @classmethod
     def of(cls, manifest: dict[str, Any], where: str = "manifest") -> RunRecord:
