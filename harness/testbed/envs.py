@@ -17,7 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -80,6 +80,24 @@ def _sole_builder(folder: Path) -> Iterator[bool]:
         yield not (folder / MARKER).exists()
 
 
+def build_once(folder: Path, build: Callable[[], None]) -> Path:
+    """The cached `folder`, made by `build` unless its marker says a build finished; what an interrupted
+    build left is cleared first, and the marker is written only after `build` returns."""
+    with _sole_builder(folder) as needed:
+        if needed:
+            shutil.rmtree(folder, ignore_errors=True)
+            build()
+            (folder / MARKER).write_text("ok\n")
+    return folder
+
+
+def run_script(python: Path, *args: object) -> None:
+    """A build script under a server environment's Python (torch, transformers), with the tokenizers'
+    thread pool off: it warns, and can hang, once the script forks."""
+    subprocess.run([str(python), *map(str, args)], check=True,
+                   env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+
+
 def ensure_env(engine: str, uv: Path) -> Path:
     """Create the engine's environment with uv if it is not there yet; return its Python."""
     folder = env_dir(engine)
@@ -116,14 +134,8 @@ def model_dir(variant: str = "tiny") -> Path:
 def ensure_model(variant: str = "tiny", engine: str = "sglang") -> Path:
     """Build a test-bed model once (with a server environment's torch) and return its folder."""
     folder = model_dir(variant)
-    with _sole_builder(folder) as needed:
-        if needed:
-            shutil.rmtree(folder, ignore_errors=True)
-            subprocess.run([str(env_python(engine)), str(TESTBED_DIR / "build_tiny_model.py"),
-                            str(model_corpus()), str(folder), variant],
-                           check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
-            (folder / MARKER).write_text("ok\n")
-    return folder
+    return build_once(folder, lambda: run_script(env_python(engine), TESTBED_DIR / "build_tiny_model.py",
+                                                 model_corpus(), folder, variant))
 
 
 def main(argv: list[str]) -> None:

@@ -18,11 +18,12 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.errors import SparkbenchError
 from harness.testbed import downloads
-from harness.testbed.envs import MARKER, TESTBED_DIR, cache_root, ensure_model, env_python, model_dir
+from harness.testbed.envs import MARKER, TESTBED_DIR, cache_root, ensure_model, env_python, model_dir, run_script
 
 SDIST_NAME = "llama-cpp-python"
 SDIST_VERSION = "0.3.36"
@@ -117,16 +118,17 @@ def gguf_model_dir() -> Path:
     return cache_root() / "models" / f"{model_dir().name}-gguf-{build_dir().name.removeprefix('llama.cpp-')}"
 
 
-def convert_to_gguf(hf_dir: Path, out: Path, outtype: str, python: Path | None = None) -> Path:
+def convert_to_gguf(hf_dir: Path, out: Path, outtype: str, python: Path | None = None,
+                    pre_tokenizer: str = PRE_TOKENIZER, extra: Sequence[object] = ()) -> Path:
     """Convert a Hugging Face model folder to one GGUF file with the pinned source's converter.
 
     The converter needs torch and transformers: it runs under the SGLang environment's Python
-    (or `python`), through `convert_gguf.py`, which names the BPE pre-tokenizer.
+    (or `python`), through `convert_gguf.py`, which names the BPE pre-tokenizer; `extra` goes to
+    the converter as given (an EAGLE-3 drafter's `--target-model-dir`).
     """
     partial = out.with_name(out.name + ".partial")
-    subprocess.run([str(python or env_python("sglang")), str(CONVERTER), str(source_dir()), PRE_TOKENIZER,
-                    str(hf_dir), "--outfile", str(partial), "--outtype", outtype],
-                   check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    run_script(python or env_python("sglang"), CONVERTER, source_dir(), pre_tokenizer, hf_dir,
+               "--outfile", partial, "--outtype", outtype, *extra)
     partial.rename(out)
     return out
 

