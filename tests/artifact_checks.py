@@ -79,3 +79,31 @@ def paired_change_problems(candidate: pd.DataFrame, untimed: Iterable[str] = ())
         elif finite and not row.ci95_low <= row.change <= row.ci95_high:
             problems.append(f"{row.metric} {row.stat}: change {row.change} outside [{row.ci95_low}, {row.ci95_high}]")
     return problems
+
+
+def accept_length_problems(derived: pd.DataFrame) -> list[str]:
+    """What is wrong with the accept lengths of a run's derived requests: each is what the request's
+    own counters imply, not merely at least 1 (which any number of accepted drafts gives). SGLang
+    counts every token over its verify rounds (`completion_tokens / verify_rounds`, the prefill
+    token included); vLLM and llama.cpp count the accepted drafts and the bonus token a round
+    (`1 + accepted / verify_rounds`), and llama.cpp's rounds are its decode steps after the first
+    token (`rounds + accepted + 1 == completion_tokens`). No request accepts more than it was
+    drafted, and a request without rounds has no accept length."""
+    problems = []
+    for row in derived.itertuples():
+        rounds, length = row.verify_rounds, row.accept_length
+        if not rounds > 0:
+            if not math.isnan(length):
+                problems.append(f"{row.prompt_id}: accept length {length} without verify rounds")
+            continue
+        implied = (row.completion_tokens / rounds if row.engine == "sglang"
+                   else 1 + row.accepted_draft_tokens / rounds)
+        if not math.isclose(length, implied, rel_tol=1e-3):
+            problems.append(f"{row.prompt_id}: accept length {length}, its counters imply {implied}")
+        if row.engine == "llamacpp" and rounds + row.accepted_draft_tokens + 1 != row.completion_tokens:
+            problems.append(f"{row.prompt_id}: {rounds} rounds and {row.accepted_draft_tokens} accepted drafts "
+                            f"do not make {row.completion_tokens} tokens")
+        if row.proposed_draft_tokens >= 0 and row.accepted_draft_tokens > row.proposed_draft_tokens:
+            problems.append(f"{row.prompt_id}: {row.accepted_draft_tokens} drafts accepted of "
+                            f"{row.proposed_draft_tokens} proposed")
+    return problems

@@ -9,6 +9,7 @@ import httpx
 import pandas as pd
 import pytest
 
+from tests.artifact_checks import accept_length_problems
 from tests.e2e.conftest import only_run_dir, report_facts, sparkbench, synthetic_args
 
 INPUT, OUTPUT, PROMPTS = 512, 128, 3
@@ -65,7 +66,7 @@ def test_ngram_speculation_accept_length_matches_metrics_counters(ngram_run):
     derived = _derived(ngram_run)
     drafted = derived[derived["verify_rounds"] > 0]
     # A request whose context never repeated gets no n-gram draft, and so no accept length.
-    assert len(drafted) >= 2 and (drafted["accept_length"] > 1.0).all()
+    assert len(drafted) >= 2 and (drafted["accept_length"] > 1.0).all() and accept_length_problems(derived) == []
     assert derived.loc[derived["verify_rounds"].isna(), "accept_length"].isna().all()
     assert (derived["completion_tokens"] == OUTPUT).all()
     summary = pd.read_csv(ngram_run / "summary.csv").set_index(["metric", "stat"])["value"]

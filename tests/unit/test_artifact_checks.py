@@ -14,7 +14,7 @@ import pytest
 
 from harness.sweep import capacity
 from harness.sweep.capacity_dir import CAPACITY_MANIFEST, CapacitySettings, run_search
-from tests.artifact_checks import capacity_problems, paired_change_problems
+from tests.artifact_checks import accept_length_problems, capacity_problems, paired_change_problems
 from tests.unit.test_capacity_dir import trial_runner
 
 pytestmark = pytest.mark.cli  # the capacity searches write real run folders
@@ -126,3 +126,59 @@ def test_a_real_paired_comparison_passes_and_a_shifted_interval_is_caught(tmp_pa
     monkeypatch.setattr(compare, "bootstrap_relative_change", shifted)
     candidate = compare.compare_runs(runs).query("run_id == '20260101T000100Z-cand'")
     assert any("outside" in p for p in paired_change_problems(candidate))
+
+
+# One speculating request per engine, its counters made up, and the accept length they imply worked
+# out by hand: SGLang 12 tokens over 4 verify rounds = 3.0; llama.cpp 31 tokens with 20 of 30 drafts
+# accepted, so 31 - 1 - 20 = 10 rounds and 1 + 20 / 10 = 3.0; vLLM 9 accepted drafts in 3 drafting
+# steps, 1 + 9 / 3 = 4.0; and a plain request, without rounds or a length.
+SPECULATING = [
+    ("sglang", 12, {"spec_verify_ct": 4, "spec_num_correct_drafts": 8, "spec_num_proposed_drafts": 12}, 3.0),
+    ("llamacpp", 31, {"timings": {"predicted_n": 31, "draft_n": 30, "draft_n_accepted": 20}}, 3.0),
+    ("vllm", 16, {"metrics": {"speculative_decoding": {"num_spec_steps": 3, "num_accepted_draft_tokens": 9,
+                                                        "num_draft_tokens": 9}}}, 4.0),
+    ("sglang", 5, {}, math.nan),
+]
+
+
+def speculating_requests() -> pd.DataFrame:
+    from harness.metrics import derive_requests
+    from tests.unit.conftest import build_record, to_frame
+
+    records = [build_record(chunks=[(10.0 * (k + 1), 1) for k in range(tokens)], engine=engine, meta=meta, seq=i)
+               for i, (engine, tokens, meta, _) in enumerate(SPECULATING)]
+    return derive_requests(to_frame(records))
+
+
+def test_accept_lengths_are_the_hand_worked_figures_of_their_counters():
+    derived = speculating_requests()
+    assert derived["accept_length"].tolist() == pytest.approx([length for *_, length in SPECULATING], nan_ok=True)
+    assert accept_length_problems(derived) == []
+
+
+def _length_one(d):  # at least 1, as every accept length is, yet not what the counters say
+    d.loc[0, "accept_length"] = 1.0
+
+
+def _bonus_token_dropped(d):
+    d.loc[1, "accept_length"] -= 1
+
+
+def _rounds_that_do_not_make_the_tokens(d):
+    d.loc[1, ["verify_rounds", "accept_length"]] = [11, 1 + 20 / 11]
+
+
+def _more_accepted_than_drafted(d):
+    d.loc[2, ["accepted_draft_tokens", "accept_length"]] = [12, 5.0]
+
+
+def _a_length_without_rounds(d):
+    d.loc[3, "accept_length"] = 1.0
+
+
+@pytest.mark.parametrize("plant", [_length_one, _bonus_token_dropped, _rounds_that_do_not_make_the_tokens,
+                                   _more_accepted_than_drafted, _a_length_without_rounds])
+def test_an_accept_length_its_counters_do_not_imply_is_caught(plant):
+    derived = speculating_requests()
+    plant(derived)
+    assert accept_length_problems(derived), plant.__name__
