@@ -107,3 +107,31 @@ def accept_length_problems(derived: pd.DataFrame) -> list[str]:
             problems.append(f"{row.prompt_id}: {row.accepted_draft_tokens} drafts accepted of "
                             f"{row.proposed_draft_tokens} proposed")
     return problems
+
+
+def exact_mcnemar(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value, summed here term by term: twice the chance that a fair coin
+    over the b + c discordant questions falls min(b, c) times or fewer, at most 1 (1 without any)."""
+    n = b + c
+    return min(1.0, 2 * sum(math.comb(n, k) for k in range(min(b, c) + 1)) / 2**n) if n else 1.0
+
+
+def accuracy_change_problems(row: pd.Series, base_correct: pd.Series, cand_correct: pd.Series) -> list[str]:
+    """What is wrong with a paired accuracy comparison's row, given each run's correct flags indexed
+    by question: it must pair the questions both runs answered, state the change in accuracy over
+    them with an interval that holds it, and the exact McNemar p-value of their discordant ones."""
+    both = pd.concat({"base": base_correct, "cand": cand_correct}, axis=1, join="inner").astype(bool)
+    b = int((both["base"] & ~both["cand"]).sum())
+    c = int((~both["base"] & both["cand"]).sum())
+    change = both["cand"].mean() - both["base"].mean()
+    problems = []
+    if not row["paired"] or row["n"] != len(both):
+        problems.append(f"not paired over the {len(both)} common questions: paired {row['paired']}, n {row['n']}")
+    if not math.isclose(row["change"], change, abs_tol=1e-12):
+        problems.append(f"change {row['change']}, the flags say {change}")
+    if not row["ci95_low"] <= row["change"] <= row["ci95_high"]:
+        problems.append(f"change {row['change']} outside [{row['ci95_low']}, {row['ci95_high']}]")
+    expected = exact_mcnemar(b, c)
+    if not math.isclose(row["p_value"], expected, rel_tol=1e-9):
+        problems.append(f"p-value {row['p_value']}, exact McNemar over b = {b}, c = {c} is {expected}")
+    return problems

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from scipy.stats import binomtest
 
 from harness.analysis.compare import compare_runs
 from harness.analysis.run import Run
@@ -27,7 +26,7 @@ from harness.testbed import conversion_check as cc
 from harness.testbed.conversion_check import chat_prompt_ids, leading_agreement
 from harness.testbed.planted_breaks import plant_break
 from harness.testbed.real_model import ensure_real_hf
-from tests.artifact_checks import accept_length_problems
+from tests.artifact_checks import accept_length_problems, accuracy_change_problems
 from tests.e2e.conftest import only_run_dir, sparkbench
 from workloads.gsm8k import load_gsm8k
 
@@ -138,7 +137,6 @@ def test_two_engines_on_the_same_weights_are_compared_question_by_question(
         assert json.loads((run / "manifest.json").read_text())["guard"]["ok"], run
     flags = [pd.read_parquet(run / "questions.parquet").set_index("question_index")["correct_strict"] for run in runs]
     row = compare_runs(runs).query("metric == 'gsm8k_accuracy_strict' and p_value == p_value").iloc[0]
-    assert row["paired"] and row["n"] == GSM8K_PAIRED
-    only_base, only_cand = int((flags[0] & ~flags[1]).sum()), int((~flags[0] & flags[1]).sum())
-    expected = binomtest(only_base, only_base + only_cand, 0.5).pvalue if only_base + only_cand else 1.0
-    assert row["p_value"] == pytest.approx(expected)
+    # The check is proven on a comparison with discordant questions and planted defects in
+    # tests/unit/test_artifact_checks.py; two engines on the same weights may disagree on none.
+    assert row["n"] == GSM8K_PAIRED and accuracy_change_problems(row, *flags) == []

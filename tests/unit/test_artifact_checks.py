@@ -14,7 +14,13 @@ import pytest
 
 from harness.sweep import capacity
 from harness.sweep.capacity_dir import CAPACITY_MANIFEST, CapacitySettings, run_search
-from tests.artifact_checks import accept_length_problems, capacity_problems, paired_change_problems
+from tests.artifact_checks import (
+    accept_length_problems,
+    accuracy_change_problems,
+    capacity_problems,
+    exact_mcnemar,
+    paired_change_problems,
+)
 from tests.unit.test_capacity_dir import trial_runner
 
 pytestmark = pytest.mark.cli  # the capacity searches write real run folders
@@ -182,3 +188,64 @@ def test_an_accept_length_its_counters_do_not_imply_is_caught(plant):
     derived = speculating_requests()
     plant(derived)
     assert accept_length_problems(derived), plant.__name__
+
+
+# 20 GSM8K questions: 2 right in the baseline only, 9 in the candidate only, 4 in both, 5 in neither.
+BASE_RIGHT = [True] * 2 + [False] * 9 + [True] * 4 + [False] * 5
+CAND_RIGHT = [False] * 2 + [True] * 9 + [True] * 4 + [False] * 5
+# By hand: 2 * P(Binomial(11, 1/2) <= 2) = 2 * (1 + 11 + 55) / 2048 = 134 / 2048 = 0.0654.
+HAND_P = 134 / 2048
+
+
+def test_the_exact_mcnemar_of_the_check_is_the_hand_worked_figure():
+    assert exact_mcnemar(2, 9) == exact_mcnemar(9, 2) == pytest.approx(HAND_P, rel=1e-12)
+    assert exact_mcnemar(0, 0) == 1.0 and exact_mcnemar(3, 3) == 1.0
+
+
+def accuracy_comparison(tmp_path) -> tuple[pd.Series, pd.Series, pd.Series]:
+    from harness.analysis import compare
+    from harness.analysis.run import Run
+    from tests.unit.test_report import gsm8k_records, write_run
+
+    spec = {"name": "gsm8k", "shot_seed": 1234}
+    runs = [write_run(tmp_path, "g-base", gsm8k_records(BASE_RIGHT), spec),
+            write_run(tmp_path, "g-cand", gsm8k_records(CAND_RIGHT), spec | {"base_seed": 5})]
+    row = compare.compare_runs(runs).set_index(["run_id", "metric"]).loc[("g-cand", "gsm8k_accuracy_strict")]
+    base, cand = (Run.load(run).scores.set_index("question_index")["correct_strict"] for run in runs)
+    return row, base, cand
+
+
+def test_a_paired_accuracy_change_with_discordant_questions_has_the_hand_worked_p_value(tmp_path):
+    row, base, cand = accuracy_comparison(tmp_path)
+    assert row["p_value"] == pytest.approx(HAND_P, rel=1e-12) and row["change"] == pytest.approx(7 / 20)
+    assert accuracy_change_problems(row, base, cand) == []
+
+
+def _one_sided(mcnemar):
+    return lambda b, c: mcnemar(b, c) / 2
+
+
+def _every_question_counted(mcnemar):  # the concordant questions thrown in with the discordant ones
+    return lambda b, c: mcnemar(b, c + 9)
+
+
+@pytest.mark.parametrize("plant", [_one_sided, _every_question_counted])
+def test_a_p_value_that_is_not_mcnemars_is_caught(tmp_path, monkeypatch, plant):
+    from harness.analysis import compare
+
+    monkeypatch.setattr(compare, "mcnemar_exact", plant(compare.mcnemar_exact))
+    row, base, cand = accuracy_comparison(tmp_path)
+    assert any("p-value" in p for p in accuracy_change_problems(row, base, cand))
+
+
+def test_questions_paired_out_of_order_are_caught(tmp_path, monkeypatch):
+    """The candidate's flags taken in another order than the baseline's questions (its halves
+    swapped: 1 and 8 discordant questions where there are 2 and 9)."""
+    import numpy as np
+
+    from harness.analysis import compare
+
+    counts = compare.discordant_counts
+    monkeypatch.setattr(compare, "discordant_counts", lambda b, c: counts(b, np.concatenate([c[10:], c[:10]])))
+    row, base, cand = accuracy_comparison(tmp_path)
+    assert accuracy_change_problems(row, base, cand)
