@@ -7,12 +7,18 @@ printed per module.
 
 A mutant is killed when its tests fail (or time out), survives when they pass; a mutant whose
 tests cannot start counts as neither. Survivors are listed with their file, line and operator.
+Mutants inside a function's annotations (`str | None` made `str + None`) are left out before any
+test runs, and counted: in a module with `from __future__ import annotations` an annotation is
+never evaluated, so such a mutant is equivalent (a module that hands its annotations to typer or
+pydantic's `validate_call` keeps them).
 Exit status 0 whatever the rates: the figure is a measurement, not a gate."""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
+import sqlite3
 import subprocess
 import sys
 import tarfile
@@ -40,6 +46,41 @@ def committed_tree(into: Path) -> None:
         tar.extractall(into, filter="data")
 
 
+def annotation_spans(path: Path) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(start, end) of every function annotation in `path`, as (line, column); none where the
+    module evaluates its annotations (no `from __future__ import annotations`, or typer/pydantic)."""
+    source = path.read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    future = any(isinstance(node, ast.ImportFrom) and node.module == "__future__"
+                 and any(alias.name == "annotations" for alias in node.names) for node in tree.body)
+    if not future or "typer" in source or "validate_call" in source:
+        return []
+    spans = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+            for annotation in [a.annotation for a in every if a is not None] + [node.returns]:
+                if annotation is not None:
+                    spans.append(((annotation.lineno, annotation.col_offset),
+                                  (annotation.end_lineno, annotation.end_col_offset)))
+    return spans
+
+
+def skip_annotations(session: Path, work: Path) -> int:
+    """Mark the mutants inside function annotations skipped (cosmic-ray then never runs them)."""
+    with sqlite3.connect(session) as db:
+        specs = db.execute("SELECT job_id, module_path, start_pos_row, start_pos_col FROM mutation_specs").fetchall()
+        spans: dict[str, list] = {}
+        skipped = [job for job, module, row, col in specs
+                   if any(start <= (row, col) < end
+                          for start, end in spans.setdefault(module, annotation_spans(work / module)))]
+        db.executemany("INSERT INTO work_results (worker_outcome, output, test_outcome, diff, job_id) "
+                       "VALUES ('SKIPPED', 'inside a function annotation', NULL, NULL, ?)",
+                       [(job,) for job in skipped])
+    return len(skipped)
+
+
 def mutate(cosmic_ray: str, module: str, tests: list[str], timeout: float) -> dict:
     """Run one module's mutants in a fresh copy; the counts and the survivors."""
     with tempfile.TemporaryDirectory(prefix="sparkbench-mutation-") as tmp:
@@ -55,12 +96,14 @@ def mutate(cosmic_ray: str, module: str, tests: list[str], timeout: float) -> di
             return done.stdout
 
         cr("init", "cr.toml", "session.sqlite")
+        skip_annotations(work / "session.sqlite", work)
         cr("baseline", "cr.toml")  # the tests pass on the unmutated copy, or nothing below means anything
         cr("exec", "cr.toml", "session.sqlite")
-        outcomes, survivors = {"killed": 0, "survived": 0, "incompetent": 0}, []
+        outcomes, survivors = {"killed": 0, "survived": 0, "incompetent": 0, "annotation": 0}, []
         for line in cr("dump", "session.sqlite").splitlines():
             item, result = json.loads(line)
-            outcome = (result or {}).get("test_outcome") or "incompetent"
+            skipped = (result or {}).get("worker_outcome") == "skipped"
+            outcome = "annotation" if skipped else (result or {}).get("test_outcome") or "incompetent"
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
             if outcome == "survived":
                 for m in item["mutations"]:
