@@ -38,6 +38,7 @@ from harness.run.options import RECORDED
 from harness.run.resume import check_same_spec, done_prompts, resumed_options
 from harness.run.runner import RunAborted, RunOptions, execute, snapshot_server
 from harness.run.schedule_check import check_schedule
+from harness.run.server_profile import profiler_of
 from harness.run.target import Target, backend_for, target_server
 from harness.secrets import api_key, header_parts, redact, remember_header
 from workloads import Plan, Workload, WorkloadConfig
@@ -133,6 +134,8 @@ def run_planned(target: Target, backend: Backend, plan: Plan, options: RunOption
     resumed run keeps the label it was given.
     """
     snapshot = snapshot_server(backend, target.base_url, options.headers)
+    if options.profile_server is not None:  # an engine without a profiler is refused before any request
+        profiler_of(backend.engine)
     guard_record = _startup_guard(target, backend, snapshot, switches.guard, options.headers, switches.allow_buffered)
     facts = server_facts(target, backend, snapshot)
     workload = _replaying(plan.make(facts), plan, options)

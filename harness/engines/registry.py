@@ -26,6 +26,7 @@ import httpx
 
 from harness.engines.base import Backend, ServerHTTPError
 from harness.engines.meta import NO_SPECULATION
+from harness.engines.profiler import ServerProfiler
 from harness.engines.scoring import ScoredTokens, cannot_score
 from harness.engines.series import Series
 from harness.errors import SparkbenchError
@@ -52,6 +53,8 @@ class Engine:
     metrics_prefix: ClassVar[str | None] = None
     # The `/metrics` series sampled during a run, by role (`harness.engines.series`).
     server_series: ClassVar[tuple[Series, ...]] = ()
+    # Its own profiler's HTTP endpoints (`harness.engines.profiler`); None: it has none.
+    profiler: ClassVar[ServerProfiler | None] = None
 
     def detect(self, http: httpx.Client, base_url: str) -> bool:
         """Whether the server at `base_url` runs this engine (asked through `http`)."""

@@ -23,6 +23,7 @@ import httpx
 from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult, answers_json
 from harness.engines.fields import reason
 from harness.engines.meta import NO_SPECULATION, count_list, first_number, number, speculation_columns
+from harness.engines.profiler import ServerProfiler
 from harness.engines.registry import Engine, register, register_api
 from harness.engines.scoring import CannotScore, ScoredTokens, post_json, read_answer
 from harness.engines.series import (
@@ -202,6 +203,7 @@ class SGLangEngine(Engine):
     native_api = "sglang"
     model_flag = "--model-path"
     detect_order = 10  # its /server_info is its own; other engines' probes read /v1/models, which it serves too
+    profiler = ServerProfiler()
     # Exported with `--enable-metrics`. The scheduler's gauges are refreshed when it logs a prefill
     # batch and every `--decode-log-interval` decode steps (40 by default), not at every step.
     server_series = (

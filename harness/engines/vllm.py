@@ -18,6 +18,7 @@ import httpx
 
 from harness.engines.meta import NO_SPECULATION, lookup, number, speculation_columns
 from harness.engines.openai import MODELS_PATH, first_model_id
+from harness.engines.profiler import ServerProfiler
 from harness.engines.registry import Engine, register
 from harness.engines.scoring import CannotScore, ScoredTokens, post_json, read_answer
 from harness.engines.series import (
@@ -97,6 +98,8 @@ class VLLMEngine(Engine):
 
     name = "vllm"
     metrics_prefix = "vllm:"
+    profiler = ServerProfiler(names_folder=False, needs="a server started with --profiler-config "
+                              "'{\"profiler\": \"torch\", \"torch_profiler_dir\": DIR}'")
     # Packages its CPU wheel pulls in that break beside its torch build and that it never uses.
     testbed_remove_after_install = ("torchvision", "torchaudio", "torchcodec")
     # `kv_cache_usage_perc` is a fraction (0..1) despite its name; vLLM has no throughput gauge, so

@@ -185,6 +185,24 @@ class PowerEntry(Entry):
     samples: int | None = None
 
 
+class ServerProfileEntry(Entry):
+    """The server's own profiler over the measured requests (`harness.run.server_profile`)."""
+
+    status: str  # recording (the run stopped before the profiler did) | recorded
+    folder: str
+    profile_id: str | None = None
+    folder_named_by: str | None = None
+    files: list[str] | None = None  # trace files that appeared in the folder, relative to it
+
+    @property
+    def note(self) -> str:
+        """One line for a report: where the traces of the measured requests are."""
+        if self.status != "recorded":
+            return f"{self.status} into {self.folder} (the run stopped before the profiler did)"
+        files = ", ".join(self.files or []) or "no new file appeared there"
+        return f"traces of the measured requests in {self.folder}: {files}"
+
+
 class ServerCounters(Entry):
     """The server's speculative counters before and after the measured requests (the engine's raw
     answer, None where it keeps none), their delta and the run-level accept length."""

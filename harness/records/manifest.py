@@ -39,6 +39,7 @@ from harness.records.entries import (
     SamplingEntry,
     ScoringServer,
     ServerCounters,
+    ServerProfileEntry,
     TelemetryEntry,
     WorkloadSpec,
 )
@@ -97,6 +98,7 @@ class RunRecord(StrictModel):
     telemetry: TelemetryEntry | None = None
     power: PowerEntry | None = None
     server_counters: ServerCounters = Field(default_factory=ServerCounters)
+    server_profile: ServerProfileEntry | None = None
     client_processes: list[ClientClock] | None = None
     client_load: ClientLoad | None = None
     host_load: HostLoadEntry | None = None  # the nightly's

@@ -91,6 +91,7 @@ def manifest_facts(run: Run) -> dict[str, str]:
         "server URL": str(record.server_url), "model": run.facts.shown("model"),
         "speculative decoding": run.facts.speculation_shown(),
         "speculative counters (server)": counter_note(record.server_counters),
+        "server profiler": record.server_profile.note if record.server_profile else "not profiled",
         "started / ended": f"{record.started_at} / {record.ended_at}",
         "harness commit": str(record.git.commit if record.git else None),
         "sampling": json.dumps(sampling, sort_keys=True),

@@ -10,6 +10,7 @@ overrides it), and the runner reads it from `RunOptions`.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, SecretStr, field_serializer, field_validator, model_validator
@@ -49,6 +50,10 @@ class RunSettings(LoadOptions):
         "never written to the run."))
     header: list[str] = Field(default_factory=list, description="Request header NAME:VALUE sent with every "
                               "request (repeatable); the run records its name, its value masked.")
+    profile_server: Path | None = Field(None, description="Start the server's own profiler (SGLang, vLLM) "
+                                        "after the warm-up and stop it after the last measured request; its "
+                                        "traces go to this folder (vLLM: the folder it was started with), "
+                                        "named in the manifest.")
     extra_body: dict[str, Any] | None = Field(None, description="JSON object merged into every request body: the "
                                               "engine's own fields (e.g. '{\"min_p\": 0.05}'); a field sparkbench "
                                               "sets itself is refused.")
@@ -120,7 +125,7 @@ class RunSettings(LoadOptions):
         return self.scrape_interval_s if self.telemetry else 0.0
 
 
-# The manifest's `options`: all but the display, the credentials, power and telemetry (the manifest's
-# `power` and `telemetry` entries record those).
+# The manifest's `options`: all but the display, the credentials, power, telemetry and the server's
+# profiler (the manifest's `power`, `telemetry` and `server_profile` entries record those).
 RECORDED = frozenset(RunSettings.model_fields) - {"show_progress", "api_key", "power_sample_ms", "scrape_interval_s",
-                                                  "telemetry"}
+                                                  "telemetry", "profile_server"}

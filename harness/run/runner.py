@@ -29,6 +29,7 @@ from harness.run.openloop import OpenLoopPool, OpenLoopWork, open_loop_work
 from harness.run.options import RunSettings
 from harness.run.pool import Pool, StopRules, default_max_errors
 from harness.run.processes import ProcessPool
+from harness.run.server_profile import server_profiling
 from harness.run.signals import stop_signals
 from harness.spec import Prompt
 from harness.telemetry.sampling import telemetry_sampling
@@ -160,8 +161,9 @@ async def _measure(backend, options, warmups, work, run: RunDir, writer, progres
         # stops, and the manifest holds it whatever ends the run.
         with power_sampling(run.path, options.power_interval_s) as power, stop_signals(pool):
             run.update(power=power)
-            telemetry.measuring()  # the last thing before the first measured request is sent
-            await pool.run(work)
+            async with server_profiling(http, options.base_url, backend.engine, options.profile_server, run):
+                telemetry.measuring()  # the last thing before the first measured request is sent
+                await pool.run(work)
         telemetry.ended()
         load = client_load(cpu_start, wall_start, progress.chunks)
         if isinstance(pool, ProcessPool):  # the workers' own CPU, and how their clocks were joined
