@@ -15,7 +15,9 @@ from harness.analysis.stats import (
     bootstrap_relative_change,
     discordant_counts,
     mcnemar_exact,
+    mean_interval,
     percentile_stat,
+    welch_relative_change,
 )
 
 
@@ -124,3 +126,74 @@ def test_empty_or_misaligned_inputs():
     assert all(math.isnan(v) for v in bootstrap_ci(np.array([])))
     with pytest.raises(ValueError):
         bootstrap_relative_change(np.ones(3), np.ones(4), paired=True)
+
+
+def test_a_percentile_interval_is_the_2_5th_and_97_5th_percentiles_of_the_seeded_resamples():
+    """The module's stated recipe, step by step: indices from default_rng(seed), (R, n), the
+    statistic per row, numpy's linear percentiles at 2.5 and 97.5."""
+    x = np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0])
+    rng = np.random.default_rng(4)
+    draws = x[rng.integers(0, x.size, size=(2000, x.size))].mean(axis=-1)
+    low, high = np.percentile(draws, [2.5, 97.5])
+    assert bootstrap_ci(x, seed=4) == (x.mean(), low, high)
+
+
+def test_resamples_without_a_value_are_left_out_and_a_zero_denominator_has_no_point():
+    # A resample of only the first request divides by 0 (no value); the others give 2 or 1 / 0.5.
+    point, low, high = bootstrap_ratio_of_sums(np.array([1.0, 1.0]), np.array([0.0, 1.0]))
+    assert point == 2.0 and (low, high) == (pytest.approx(1.0), pytest.approx(2.0))
+    assert all(math.isnan(v) for v in bootstrap_ratio_of_sums(np.array([1.0]), np.array([0.0])))
+    assert all(math.isnan(v) for v in bootstrap_ratio_of_sums(np.array([]), np.array([])))
+
+
+def test_unpaired_change_of_a_ratio_of_sums_resamples_each_run_on_its_own():
+    tokens, base_s = np.array([100.0, 100.0, 1000.0, 50.0]), np.array([1.0, 2.0, 10.0, 0.5])
+    point, low, high = bootstrap_ratio_of_sums_change(tokens, base_s, tokens, base_s * 0.8, paired=False)
+    assert point == pytest.approx(0.25) and low < 0.2 and high > 0.3  # no longer the same factor in each
+
+
+def test_mean_interval_is_the_hand_worked_student_t_interval():
+    # 1, 2, 3, 4: mean 2.5, s = 1.29099, t(0.975, 3) = 3.18245: half width 3.18245 * 1.29099 / 2 = 2.05426
+    mean, low, high = mean_interval(np.array([1.0, 2.0, math.nan, 3.0, 4.0]))
+    assert (mean, low, high) == pytest.approx((2.5, 2.5 - 2.05426, 2.5 + 2.05426), abs=1e-5)
+    assert mean_interval(np.array([7.0]))[0] == 7.0 and math.isnan(mean_interval(np.array([7.0]))[1])
+    assert all(math.isnan(v) for v in mean_interval(np.array([math.nan])))
+
+
+def test_welch_relative_change_is_the_hand_worked_interval():
+    """base 10, 12, 14 (mean 12, s^2/n = 4/3), candidate 11, 13, 15, 17 (mean 14, s^2/n = 20/3/4 =
+    5/3): change 14/12 - 1 = 1/6, se = sqrt(3), nu = 9 / ((4/3)^2 / 2 + (5/3)^2 / 3) = 4.95918,
+    t(0.975, 4.95918) = 2.57705, half width 2.57705 * 1.73205 / 12 = 0.37195."""
+    point, low, high = welch_relative_change(np.array([10.0, 12.0, 14.0]), np.array([11.0, 13.0, 15.0, 17.0]))
+    assert (point, low, high) == pytest.approx((1 / 6, 1 / 6 - 0.37195, 1 / 6 + 0.37195), abs=1e-5)
+
+
+def test_welch_relative_change_at_its_edges():
+    assert welch_relative_change(np.array([2.0, 2.0]), np.array([3.0, 3.0])) == (0.5, 0.5, 0.5)  # no spread
+    point, low, high = welch_relative_change(np.array([2.0]), np.array([3.0, 4.0]))
+    assert point == pytest.approx(0.75) and math.isnan(low) and math.isnan(high)
+    point, low, _ = welch_relative_change(np.array([2.0, 4.0]), np.array([3.0]))
+    assert point == pytest.approx(0.0) and math.isnan(low)
+    assert all(math.isnan(v) for v in welch_relative_change(np.array([0.0, 0.0]), np.array([1.0, 2.0])))
+    assert all(math.isnan(v) for v in welch_relative_change(np.array([]), np.array([1.0, 2.0])))
+
+
+def test_accuracy_change_is_agresti_and_mins_interval_worked_by_hand():
+    """b = 3, c = 9 of 100: n* = 102, b* = 3.5, c* = 9.5, centre 6 / 102 = 0.058824,
+    se = sqrt(13 - 36 / 102) / 102 = 0.034865, so 0.058824 -/+ 0.068335: -0.009511 to 0.127158."""
+    base, cand = _table(both=80, base_only=3, cand_only=9, neither=8)
+    assert accuracy_change(base, cand) == pytest.approx((0.06, -0.009511, 0.127158), abs=2e-6)
+    # b = 0, c = 3 of 3: centre 3 / 5 = 0.6, se = sqrt(4 - 9 / 5) / 5 = 0.296648: the high end
+    # 1.1814 is clipped to 1, the low end 0.018581 is kept.
+    base, cand = _table(both=0, base_only=0, cand_only=3, neither=0)
+    assert accuracy_change(base, cand) == pytest.approx((1.0, 0.018581, 1.0), abs=2e-6)
+    base, cand = _table(both=0, base_only=3, cand_only=0, neither=0)
+    assert accuracy_change(base, cand) == pytest.approx((-1.0, -1.0, -0.018581), abs=2e-6)
+    assert all(math.isnan(v) for v in accuracy_change(np.array([], dtype=bool), np.array([], dtype=bool)))
+
+
+def test_a_negative_discordant_count_is_refused_even_when_the_counts_sum_to_zero():
+    with pytest.raises(ValueError):
+        mcnemar_exact(1, -1)
+    with pytest.raises(ValueError):
+        mcnemar_exact(-1, 1)
