@@ -27,10 +27,12 @@ VLLM_PLAIN = {"date": "20261207-053000", "endpoint_type": "openai", "backend": "
               "duration": 1.5, "completed": 2, "failed": 1, "total_input_tokens": 64, "total_output_tokens": 8,
               "request_throughput": 1.33, "request_goodput": None, "output_throughput": 5.3,
               "latencies": [0.020, 0.035, 0.0], **LATENCY_AGGREGATES}
-# --save-detailed adds the per-request lists; the third request failed (vLLM's placeholders 0 and []).
-VLLM_DETAILED = {**VLLM_PLAIN, "input_lens": [32, 32, 32], "output_lens": [4, 3, 0], "ttfts": [0.010, 0.020, 0.0],
-                 "itls": [[0.003, 0.003, 0.004], [0.005, 0.005], []], "start_times": [1.0, 2.0, 3.0],
-                 "generated_texts": ["a b", "c", ""], "errors": ["", "", "Bad Request"]}
+# --save-detailed adds the per-request lists; the last two failed (vLLM's placeholders 0 and []), the
+# fourth with the empty reason of an HTTP error that gave none.
+VLLM_DETAILED = {**VLLM_PLAIN, "num_prompts": 4, "failed": 2, "latencies": [0.020, 0.035, 0.0, 0.0],
+                 "input_lens": [32, 32, 32, 32], "output_lens": [4, 3, 0, 0], "ttfts": [0.010, 0.020, 0.0, 0.0],
+                 "itls": [[0.003, 0.003, 0.004], [0.005, 0.005], [], []], "start_times": [1.0, 2.0, 3.0, 4.0],
+                 "generated_texts": ["a b", "c", "", ""], "errors": ["", "", "Bad Request", ""]}
 SGLANG_AGGREGATES = {"backend": "vllm", "dataset_name": "random", "request_rate": math.inf, "max_concurrency": 1,
                      "random_input_len": 32, "random_output_len": 4, "server_info": None, "duration": 1.0,
                      "completed": 2, "total_output_tokens": 8, "total_output_tokens_retokenized": 8,
@@ -61,7 +63,7 @@ AIPERF_AGGREGATES = {"schema_version": "1.3", "aiperf_version": "0.5.0", "benchm
                      "request_latency": {"unit": "ms", "avg": 25.5, "p50": 25.5, "p99": 26.0, "std": 0.5, "count": 2},
                      "time_to_first_token": {"unit": "ms", "avg": 10.5, "p50": 10.5},
                      "inter_token_latency": {"unit": "ms", "avg": 5.0},
-                     "inter_chunk_latency": {"unit": "ms", "avg": 5.0},
+                     "inter_chunk_latency": {"unit": "ms", "avg": 4.8},
                      "request_throughput": {"unit": "requests/sec", "avg": 3.2},
                      "input_config": {"endpoint": {"model_names": ["tiny"]}}, "was_cancelled": False}
 
@@ -88,7 +90,7 @@ def summary_value(run: Run, metric: str, stat: str) -> float:
 def test_vllm_detailed_is_imported_per_request_in_its_definitions(tmp_path):
     (run,) = imported_runs(written(tmp_path, "vllm.json", VLLM_DETAILED), tmp_path / "results")
     rows = run.requests.set_index("prompt_id")
-    assert list(rows["status"]) == ["ok", "ok", "error"]
+    assert list(rows["status"]) == ["ok", "ok", "error", "error"]
     assert rows.loc["0", "ttft_ms"] == pytest.approx(10.0) and rows.loc["1", "ttft_ms"] == pytest.approx(20.0)
     assert rows.loc["1", "e2e_ms"] == pytest.approx(35.0)
     assert rows.loc["1", "tpot_ms"] == pytest.approx((35.0 - 20.0) / (3 - 1))  # vLLM's (latency - ttft) / (n - 1)
@@ -99,7 +101,8 @@ def test_vllm_detailed_is_imported_per_request_in_its_definitions(tmp_path):
     assert failed["error_message"] == "Bad Request"
     assert run.record.imported.per_request and run.record.imported.tool == "vllm bench serve"
     assert set(run.record.imported.definitions) == {"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"}
-    assert summary_value(run, "requests_failed", "value") == 1
+    assert rows.loc["3", "error_message"] == "no chunk received" and pd.isna(rows.loc["3", "ttft_ms"])
+    assert summary_value(run, "requests_failed", "value") == 2
     assert summary_value(run, "e2e_ms", "tool_p50") == 27.5  # the tool's median, as it computed it
     assert summary_value(run, "e2e_ms", "tool_p99") == 34.85
     assert summary_value(run, "ttft_ms", "tool_mean") == 15.0
@@ -147,7 +150,8 @@ def test_aiperf_records_with_their_aggregates_beside(tmp_path):
     assert list(rows["tpot_ms"].iloc[:2]) == pytest.approx([5.0, 5.0])  # AIPerf's "inter_token_latency"
     assert list(rows["itl_ms"].iloc[0]) == pytest.approx([4.0, 5.0, 6.0])  # its inter_chunk_latency
     assert summary_value(run, "e2e_ms", "tool_mean") == 25.5
-    assert summary_value(run, "tpot_ms", "tool_mean") == 5.0
+    assert summary_value(run, "tpot_ms", "tool_mean") == 5.0  # its inter_token_latency
+    assert summary_value(run, "itl_ms", "tool_mean") == 4.8  # its inter_chunk_latency
     assert summary_value(run, "request_throughput", "tool_mean") == 3.2
 
 
