@@ -82,8 +82,8 @@ $(COSMIC_RAY_ENV)/.complete: | $(UV)
 MUTATION_MODULES ?= harness/metrics/latency.py=tests/unit/test_metrics.py \
 	harness/metrics=tests/unit/test_metrics.py,tests/unit/test_metrics_properties.py,tests/unit/test_slo_metrics.py,tests/unit/test_acceptance.py \
 	workloads/gsm8k_scoring.py=tests/unit/test_scoring.py,tests/unit/test_gsm8k_workload.py
-mutation: setup $(COSMIC_RAY_ENV)/.complete ## Mutation testing, kill rate per module (MUTATION_MODULES="MODULE=TEST,..."; not part of `make test`)
-	$(BIN)/python scripts/mutation.py --cosmic-ray $(COSMIC_RAY_ENV)/bin/cosmic-ray $(MUTATION_MODULES)
+mutation: setup $(COSMIC_RAY_ENV)/.complete ## Mutation testing, kill rate per module (MUTATION_MODULES="MODULE=TEST,...", MUTATION_SAMPLE=N mutants a module; not part of `make test`)
+	$(BIN)/python scripts/mutation.py --cosmic-ray $(COSMIC_RAY_ENV)/bin/cosmic-ray $(if $(MUTATION_SAMPLE),--sample $(MUTATION_SAMPLE)) $(MUTATION_MODULES)
 
 env-sglang: setup ## Install the pinned SGLang server environment (cached outside the clone)
 	$(STAGE) env-sglang -- $(BIN)/python -m harness.testbed.envs env sglang --uv $(UV)

@@ -11,6 +11,11 @@ Mutants inside a function's annotations (`str | None` made `str + None`) are lef
 test runs, and counted: in a module with `from __future__ import annotations` an annotation is
 never evaluated, so such a mutant is equivalent (a module that hands its annotations to typer or
 pydantic's `validate_call` keeps them).
+
+`--sample N` runs a seeded random sample of N of a module's mutants (the rest are marked not
+sampled and never run): cosmic-ray makes a mutant for every operator an operator may become, so a
+200-line module of arithmetic has a thousand, hours on a busy host. The rate is then printed with
+its 95% Wilson interval, as an estimate of the whole module's.
 Exit status 0 whatever the rates: the figure is a measurement, not a gate."""
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import math
+import random
 import sqlite3
 import subprocess
 import sys
@@ -81,7 +88,28 @@ def skip_annotations(session: Path, work: Path) -> int:
     return len(skipped)
 
 
-def mutate(cosmic_ray: str, module: str, tests: list[str], timeout: float) -> dict:
+def keep_a_sample(session: Path, size: int, seed: int) -> int:
+    """Mark all but a seeded random `size` of the mutants still to run as not sampled; how many were."""
+    with sqlite3.connect(session) as db:
+        pending = sorted(job for (job,) in db.execute(
+            "SELECT job_id FROM work_items WHERE job_id NOT IN (SELECT job_id FROM work_results)"))
+        left_out = sorted(set(pending) - set(random.Random(seed).sample(pending, min(size, len(pending)))))
+        db.executemany("INSERT INTO work_results (worker_outcome, output, test_outcome, diff, job_id) "
+                       "VALUES ('SKIPPED', 'not sampled', NULL, NULL, ?)", [(job,) for job in left_out])
+    return len(left_out)
+
+
+def wilson(killed: int, scored: int, z: float = 1.959964) -> tuple[float, float]:
+    """95% Wilson interval of a kill rate."""
+    if not scored:
+        return math.nan, math.nan
+    p = killed / scored
+    centre, half = p + z * z / (2 * scored), z * math.sqrt(p * (1 - p) / scored + z * z / (4 * scored * scored))
+    return (centre - half) / (1 + z * z / scored), (centre + half) / (1 + z * z / scored)
+
+
+def mutate(cosmic_ray: str, module: str, tests: list[str], timeout: float, sample: int | None = None,
+           seed: int = 0) -> dict:
     """Run one module's mutants in a fresh copy; the counts and the survivors."""
     with tempfile.TemporaryDirectory(prefix="sparkbench-mutation-") as tmp:
         work = Path(tmp)
@@ -97,13 +125,17 @@ def mutate(cosmic_ray: str, module: str, tests: list[str], timeout: float) -> di
 
         cr("init", "cr.toml", "session.sqlite")
         skip_annotations(work / "session.sqlite", work)
+        if sample is not None:
+            keep_a_sample(work / "session.sqlite", sample, seed)
         cr("baseline", "cr.toml")  # the tests pass on the unmutated copy, or nothing below means anything
         cr("exec", "cr.toml", "session.sqlite")
         outcomes, survivors = {"killed": 0, "survived": 0, "incompetent": 0, "annotation": 0}, []
         for line in cr("dump", "session.sqlite").splitlines():
             item, result = json.loads(line)
-            skipped = (result or {}).get("worker_outcome") == "skipped"
-            outcome = "annotation" if skipped else (result or {}).get("test_outcome") or "incompetent"
+            if (result or {}).get("worker_outcome") == "skipped":
+                outcome = "annotation" if result.get("output") == "inside a function annotation" else "not sampled"
+            else:
+                outcome = (result or {}).get("test_outcome") or "incompetent"
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
             if outcome == "survived":
                 for m in item["mutations"]:
@@ -116,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cosmic-ray", required=True, help="the cosmic-ray executable")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds one mutant's tests may take")
+    parser.add_argument("--sample", type=int, help="run a seeded random sample of this many mutants a module")
+    parser.add_argument("--seed", type=int, default=0, help="the sample's seed")
     parser.add_argument("modules", nargs="+", help="MODULE=TEST[,TEST...]: a file or package and its tests")
     args = parser.parse_args(argv)
     rows = []
@@ -124,10 +158,15 @@ def main(argv: list[str] | None = None) -> int:
         if not tests:
             parser.error(f"{spec}: name the tests after '='")
         started = time.monotonic()
-        row = mutate(args.cosmic_ray, module, tests.split(","), args.timeout)
+        row = mutate(args.cosmic_ray, module, tests.split(","), args.timeout, args.sample, args.seed)
         scored = row["killed"] + row["survived"]
         rate = row["killed"] / scored if scored else float("nan")
-        print(f"{module}: {row['killed']}/{scored} mutants killed ({rate:.1%}), {row['incompetent']} incompetent, "
+        sampled = ""
+        if row.get("not sampled"):
+            low, high = wilson(row["killed"], scored)
+            sampled = f" in a sample (95% interval {low:.1%} to {high:.1%}; {row['not sampled']} not sampled)"
+        print(f"{module}: {row['killed']}/{scored} mutants killed ({rate:.1%}){sampled}, "
+              f"{row['incompetent']} incompetent, {row['annotation']} in annotations left out, "
               f"{time.monotonic() - started:.0f} s")
         for survivor in row["survivors"]:
             print(f"  survived: {survivor}")
