@@ -91,9 +91,12 @@ def skip_annotations(session: Path, work: Path) -> int:
 def keep_a_sample(session: Path, size: int, seed: int) -> int:
     """Mark all but a seeded random `size` of the mutants still to run as not sampled; how many were."""
     with sqlite3.connect(session) as db:
-        pending = sorted(job for (job,) in db.execute(
-            "SELECT job_id FROM work_items WHERE job_id NOT IN (SELECT job_id FROM work_results)"))
-        left_out = sorted(set(pending) - set(random.Random(seed).sample(pending, min(size, len(pending)))))
+        # In the order of the mutations themselves (job ids are drawn afresh by every init), so a
+        # seed picks the same mutants on every run of the same source.
+        pending = [job for (job,) in db.execute(
+            "SELECT job_id FROM mutation_specs WHERE job_id NOT IN (SELECT job_id FROM work_results) "
+            "ORDER BY module_path, start_pos_row, start_pos_col, operator_name, occurrence")]
+        left_out = set(pending) - set(random.Random(seed).sample(pending, min(size, len(pending))))
         db.executemany("INSERT INTO work_results (worker_outcome, output, test_outcome, diff, job_id) "
                        "VALUES ('SKIPPED', 'not sampled', NULL, NULL, ?)", [(job,) for job in left_out])
     return len(left_out)
