@@ -32,6 +32,7 @@ from harness.gap.design import (
 from harness.records.atomic import write_text_atomically
 from harness.records.rundir import new_run_id
 from harness.request import RunRequest, TargetSpec
+from harness.run.signals import ended_by_signal
 from harness.run.target import Target, backend_for
 from harness.spec import Prompt
 from workloads import Plan
@@ -111,8 +112,12 @@ def run_design(targets: dict[str, Target], settings: GapSettings, out: Path,
             except SparkbenchError as exc:
                 entry["errors"][role] = str(exc)
             progress(f"gap {cell.name} {role}: {entry['errors'].get(role) or 'done'}")
+            if ended_by_signal(entry["errors"].get(role)):
+                break
         record["cells"].append(entry)
         _write(folder, record)
+        if any(ended_by_signal(error) for error in entry["errors"].values()):
+            break  # Ctrl-C or SIGTERM: the cells so far are kept and analysed, no new run starts
     return folder
 
 

@@ -30,7 +30,7 @@ from harness.run.options import RunSettings
 from harness.run.pool import Pool, StopRules, default_max_errors
 from harness.run.processes import ProcessPool
 from harness.run.server_profile import server_profiling
-from harness.run.signals import stop_signals
+from harness.run.signals import ABANDONED, stop_signals
 from harness.spec import Prompt
 from harness.telemetry.sampling import telemetry_sampling
 from workloads import Workload
@@ -200,7 +200,7 @@ def execute(backend: Backend, options: RunOptions, workload: Workload, run: RunD
         pool = run_streams(_drive(backend, options, warmups, work, run, writer, progress, total, arrivals))
         status, error = _ending(pool)
     except KeyboardInterrupt:
-        status, error = "interrupted", "stopped by Ctrl-C; the requests in flight were not recorded"
+        status, error = "interrupted", f"{ABANDONED}; the requests in flight were not recorded"
     except SparkbenchError as exc:
         status, error = ("interrupted" if isinstance(exc, ServerUnreachable) else "failed"), str(exc)
     except OSError as exc:  # a record could not be written (disk full): the run stops, said as such

@@ -17,6 +17,14 @@ from contextlib import contextmanager
 from typing import Protocol
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_ASKED = "stop asked"  # opens the reason of a run the first signal ended (on_signal below)
+ABANDONED = "stopped by Ctrl-C"  # opens the reason of a run the second signal abandoned (harness/run/runner.py)
+
+
+def ended_by_signal(error: str | None) -> bool:
+    """Whether a run's error says that Ctrl-C or SIGTERM ended it: whoever drives several runs
+    (a sweep, a gap design) stops there too rather than starting the next one."""
+    return any(mark in (error or "") for mark in (STOP_ASKED, ABANDONED))
 
 
 class Stoppable(Protocol):
@@ -37,7 +45,7 @@ def stop_signals(pool: Stoppable) -> Iterator[None]:
         received.append(sig)
         if len(received) > 1:
             raise KeyboardInterrupt
-        pool.stop(f"stop asked ({sig.name}); the requests in flight were recorded")
+        pool.stop(f"{STOP_ASKED} ({sig.name}); the requests in flight were recorded")
         print(f"\nsparkbench: {sig.name}: finishing the requests in flight; again to abandon them",
               file=sys.stderr, flush=True)
 

@@ -16,11 +16,11 @@ from pathlib import Path
 from harness.errors import SparkbenchError
 from harness.records.manifest import RunRecord
 from harness.records.rundir import load_record
+from harness.run.signals import ended_by_signal
 from harness.sweep.config import Configuration, SweepConfig
 from harness.sweep.sweepdir import COMPLETE, Cell, CellOutcome
 
 Report = Callable[[CellOutcome], None]
-STOP_ASKED = ("stop asked", "stopped by Ctrl-C")  # in the error of a run that Ctrl-C or SIGTERM ended
 
 
 class SweepStopped(SparkbenchError):
@@ -44,7 +44,7 @@ def run_configuration(configuration: Configuration, cells: list[tuple[Cell, Path
                 cell, root = remaining.pop(0)
                 outcome = run_cell(target, configuration, cell, root, settings)
                 report(outcome)
-                if outcome.status != COMPLETE and any(mark in (outcome.error or "") for mark in STOP_ASKED):
+                if outcome.status != COMPLETE and ended_by_signal(outcome.error):
                     raise SweepStopped(f"cell {cell.cell_id}: {outcome.error}")
     except SweepStopped:
         raise

@@ -5,8 +5,9 @@
 #   scripts/gpu/drafter.sh receive   # move carried parts of the real model's GGUF into gpu-work/parts
 #   scripts/gpu/drafter.sh build     # the CUDA llama-server (scripts/gpu/h200.sh build, no MoE), detached
 #   scripts/gpu/drafter.sh train     # join the parts, check the pin, convert, train; weights to $OUT
-#   scripts/gpu/drafter.sh measure plain|eagle3|greedy|control   # timed runs on one server; greedy on both
-#                                    # + fidelity; control: plain against plain, self-drafting and EAGLE-3
+#   scripts/gpu/drafter.sh measure plain|eagle3|greedy|control|gap   # timed runs on one server; greedy on
+#                                    # both + fidelity; control: plain against plain, self-drafting and EAGLE-3;
+#                                    # gap: `sparkbench gap` on plain and EAGLE-3 with length-matched synthetic
 #   scripts/gpu/drafter.sh collect   # summaries and the run folders to $OUT
 #
 # The machine reaches no package index and takes at most 64 MiB a call (the repository included), so
@@ -124,6 +125,15 @@ control() {  # the fidelity check's negative controls, greedy, four servers at o
   done
 }
 
+gap() {  # the gap by cause (docs/gap.md) on the GPU, with length-matched synthetic prompts: plain, then EAGLE-3
+  serve plain "$PORT"; serve eagle3 $((PORT + 1)) "${EAGLE3_ARGS[@]}"
+  timeout -s INT -k 30 $((PHASE_END - SECONDS)) "$PYTHON" -m harness.cli gap --plain "http://127.0.0.1:$PORT" \
+    --spec "http://127.0.0.1:$((PORT + 1))" --tokenizer "$REAL/hf" --contents synthetic,synthetic-matched,gsm8k \
+    --prompts "${GAP_PROMPTS:-48}" --fixed-tokens "${GAP_FIXED:-256}" --natural-cap "${GAP_CAP:-512}" \
+    --synthetic-input-tokens "${GAP_SYNTH_IN:-1024}" --results "$WORK/results/gap" >"$WORK/gap.txt" 2>&1 \
+    || stamp "gap exited $?"
+}
+
 measure() {  # PHASE: plain | eagle3 (timed, one server) | greedy (both at once, then the fidelity proof) | control
   PHASE_END=$((SECONDS + ${PHASE_S:-100000}))  # runs stop here, so that collect still runs within the call
   real_model
@@ -144,6 +154,7 @@ measure() {  # PHASE: plain | eagle3 (timed, one server) | greedy (both at once,
       "$PYTHON" -m harness.cli fidelity "$WORK"/results/plain/gsm8k-greedy/*/ "$WORK"/results/eagle3/gsm8k-greedy/*/ \
         --server "http://127.0.0.1:$PORT" >"$WORK/fidelity-gsm8k-greedy.txt" 2>&1 || true ;;
     control) control ;;
+    gap) gap ;;
   esac
   collect
 }
@@ -155,7 +166,7 @@ collect() {  # what came of the runs so far, to $OUT
   done
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$WORK/gpu.txt" 2>&1 || true
   tar czf "$OUT/results.tar.gz" -C "$WORK" results summaries.txt bench.log timeline.log gpu.txt \
-    $(cd "$WORK" && ls server-*.log fidelity-*.txt eagle3-convert.log 2>/dev/null)
+    $(cd "$WORK" && ls server-*.log fidelity-*.txt gap.txt eagle3-convert.log 2>/dev/null)
   cp "$WORK/summaries.txt" "$OUT/" || true
 }
 

@@ -121,3 +121,35 @@ def test_common_prefix_counts_the_shared_leading_tokens(a, b, n):
 def test_cells_come_content_by_content():
     order = [c.content for c in cells(("synthetic", "gsm8k"))]
     assert order == [k for k, g in itertools.groupby(order) for _ in range(4)]
+
+
+def test_a_design_stops_at_the_run_a_signal_ended_and_keeps_the_cells_before_it(monkeypatch, tmp_path):
+    """Ctrl-C or SIGTERM during a cell's run ends the design there: no later run starts, and gap.json
+    holds the cells so far (the analysis reads a partial design)."""
+    import json
+    from types import SimpleNamespace
+
+    import harness.gap.run as gap_run
+    import harness.session as session
+    from harness.errors import SparkbenchError
+    from harness.gap.design import Lengths
+
+    started: list[str] = []
+
+    def fake_run_planned(target, backend, plan, options, request):
+        started.append(request.label)
+        if len(started) == 3:
+            raise SparkbenchError("run interrupted after 1 of 2 requests (stop asked (SIGINT); the requests "
+                                  "in flight were recorded)")
+        return SimpleNamespace(path=tmp_path / f"run-{len(started)}")
+
+    monkeypatch.setattr(session, "run_planned", fake_run_planned)
+    monkeypatch.setattr(session, "run_options", lambda request, url: None)
+    monkeypatch.setattr(gap_run, "backend_for", lambda target, api: None)
+    monkeypatch.setattr(gap_run, "cell_plan", lambda cell, settings, target: None)
+    target = SimpleNamespace(base_url="http://127.0.0.1:1", profile=None)
+    settings = gap_run.GapSettings(("synthetic", "gsm8k"), 2, Lengths(8, 16), 64)
+    folder = gap_run.run_design({"plain": target, "speculative": target}, settings, tmp_path)
+    cells = json.loads((folder / gap_run.MANIFEST).read_text())["cells"]
+    assert len(started) == 3
+    assert len(cells) == 2 and "stop asked" in cells[1]["errors"]["plain"]
