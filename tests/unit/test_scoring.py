@@ -75,6 +75,7 @@ def test_normalize_number(raw, normalized):
     ("18", "18", True), ("18.00", "18", True), ("$18.", "18", True), ("1234", "1,234", True),
     ("-4", "4", False), ("0.5", ".5", True), ("17", "18", False), (None, "18", False),
     ("1.2.3", "1.2.3", True), ("1.2.3", "1.23", False),
+    ("19", "18", False), ("1.2.4", "1.2.3", False),  # a larger answer is no match, as a decimal or a string
 ])
 def test_answers_match(pred, gold, equal):
     assert answers_match(pred, gold) is equal
@@ -201,3 +202,10 @@ def test_a_failed_question_is_not_answered_and_stays_in_the_denominator():
     values = accuracy_summary(scored).set_index(["metric", "stat"])["value"]
     assert values[("gsm8k_accuracy_strict", "mean")] == pytest.approx(2 / 3)
     assert values[("gsm8k_accuracy_strict", "n")] == 3 and values[("gsm8k_questions_failed", "value")] == 1
+
+
+def test_a_table_scored_before_failed_requests_were_counted_has_none_failed():
+    scored = score_table(_requests([(0, "#### 18", "18"), (1, "#### 3", "4")])).drop(columns="failed")
+    values = accuracy_summary(scored).set_index(["metric", "stat"])["value"]
+    assert values[("gsm8k_questions_failed", "value")] == 0.0
+    assert values[("gsm8k_accuracy_strict", "mean")] == 0.5
