@@ -34,6 +34,7 @@ SERVED = {
     "sglang_ngram_server": Served("cpu-testbed-ngram"),
     "sglang_standalone_server": Served("cpu-testbed-standalone"),
     "sglang_wrong_draft_server": Served("cpu-testbed-wrong-draft"),
+    "sglang_reasoning_server": Served("cpu-testbed-reasoning"),
     "vllm_server": Served("vllm-cpu"),
     "vllm_ngram_server": Served("vllm-cpu-ngram"),
     "vllm_never_accept_server": Served("vllm-cpu-never-accept"),
