@@ -21,6 +21,13 @@ if TYPE_CHECKING:
 # Marks a result whose chunk_tokens were counted one per text-bearing chunk, because the server
 # sent no running usage; readers must not take those counts as the server's.
 ASSUMED_ONE_PER_CHUNK = "assumed_one_per_chunk"
+MAX_ERROR_CHARS = 300  # of a server's error text (a body, an error chunk), the start kept in the message
+
+
+def error_excerpt(text: str) -> str:
+    """The start of a server's error text, fit for a message: redacted before it is cut, since a
+    cut through an echoed secret leaves a head that no remembered form of it matches."""
+    return redact(text)[:MAX_ERROR_CHARS]
 
 
 @dataclass

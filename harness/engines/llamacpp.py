@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult
+from harness.engines.base import MalformedStream, ServerHTTPError, ServerUnreachable, StreamResult, error_excerpt
 from harness.engines.fields import optional_object, optional_text, token_ids
 from harness.engines.meta import NO_SPECULATION, lookup, number, speculation_columns
 from harness.engines.prometheus import spec_decode_counters
@@ -80,7 +80,7 @@ def absorb_chunk(result: StreamResult, chunk: dict[str, Any], now: int) -> None:
         raise MalformedStream("llama.cpp sent a chunk that is not a JSON object")
     if chunk.get("error") is not None:
         error = chunk["error"]
-        raise ServerHTTPError(f"server reported an error mid-stream: {str(lookup(error, 'message') or error)[:300]}")
+        raise ServerHTTPError(f"server reported an error mid-stream: {error_excerpt(str(lookup(error, 'message') or error))}")
     result.text += optional_text(chunk, "content") or ""
     ids = token_ids(chunk, "tokens")
     result.output_ids.extend(ids)

@@ -24,6 +24,7 @@ from harness.engines.base import (
     ServerUnreachable,
     StreamResult,
     answers_json,
+    error_excerpt,
 )
 from harness.engines.fields import optional_list, optional_object, optional_text, wrong_type
 from harness.engines.prometheus import SPEC_COUNTER_PREFIX, parse_metrics, scrape, spec_decode_counters
@@ -83,7 +84,7 @@ def _raise_if_error(chunk: dict[str, Any]) -> None:
     if chunk.get("error") is not None or chunk.get("object") == "error":
         detail = chunk.get("error", chunk)
         message = detail.get("message", detail) if isinstance(detail, dict) else detail
-        raise ServerHTTPError(f"server reported an error mid-stream: {str(message)[:300]}")
+        raise ServerHTTPError(f"server reported an error mid-stream: {error_excerpt(str(message))}")
 
 
 def _choice_text(choice: dict[str, Any]) -> tuple[str, str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from harness.engines.base import ServerHTTPError, ServerUnreachable
+from harness.engines.base import ServerHTTPError, ServerUnreachable, error_excerpt
 from harness.errors import SparkbenchError
 
 
@@ -40,7 +40,7 @@ def post_json(http: httpx.Client, url: str, body: dict[str, Any]) -> dict[str, A
     except httpx.HTTPError as exc:
         raise ServerUnreachable(f"{url} stopped answering ({type(exc).__name__}: {exc})") from exc
     if resp.status_code >= 400:
-        detail = resp.text.strip().replace("\n", " ")[:300]
+        detail = error_excerpt(resp.text.strip().replace("\n", " "))
         raise ServerHTTPError(f"{url} answered HTTP {resp.status_code}: {detail}")
     try:
         return resp.json()

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from harness.engines.base import MalformedStream, RequestFailed, ServerHTTPError, StreamResult
+from harness.engines.base import MalformedStream, RequestFailed, ServerHTTPError, StreamResult, error_excerpt
 from harness.engines.fields import optional_object, optional_text, reason, token_ids
 from harness.engines.sse import json_object
 
@@ -60,7 +60,7 @@ class ChunkReader:
         """Fold one chunk into the result: token count, ids, text, mode; stamp it if it brought
         tokens. Every field is read by its type (`harness.engines.fields`)."""
         if "error" in chunk:
-            raise ServerHTTPError(f"server reported an error mid-stream: {str(chunk['error'])[:300]}")
+            raise ServerHTTPError(f"server reported an error mid-stream: {error_excerpt(str(chunk['error']))}")
         meta = optional_object(chunk, "meta_info") or {}
         count = meta.get("completion_tokens")
         if count is None:

@@ -32,6 +32,7 @@ from harness.engines.base import (
     ServerRedirect,
     ServerUnreachable,
     StreamResult,
+    error_excerpt,
 )
 from harness.engines.control import CONTROL_DEADLINE_S, bounded_request, within
 from harness.engines.shaping import with_extra_body
@@ -317,7 +318,7 @@ async def _head(conn: _Connection, url: str) -> None:
         while not (reader.complete or conn.closed or conn.error):
             await conn.wait()
         detail = bytes(reader.error_body).decode("utf-8", "replace").strip().replace("\n", " ")
-        raise ServerHTTPError(f"{url} answered HTTP {reader.status}: {detail[:300]}")
+        raise ServerHTTPError(f"{url} answered HTTP {reader.status}: {error_excerpt(detail)}")
     if 300 <= reader.status < 400:
         where = reader.headers.get("location", "nowhere named")
         raise ServerRedirect(f"{url} answered HTTP {reader.status}, a redirect to {where[:200]} (not followed: "
