@@ -37,9 +37,10 @@ def default_max_errors(requests: int) -> int:
 
 def charge_error(errors: Counter, rules: StopRules, prompt: Prompt, result: StreamResult) -> str | None:
     """Count a failed request in `errors`; the reason to stop once they are more than the budget.
-    Failed as its record says (`outcome`): the outcomes the record judges (short output, no
-    tokens, impossible counts) are failures like the client's own."""
-    judged = outcome(result, prompt.sampling)
+    Failed as its record says (`outcome`, with the engine whose meta object holds the draft
+    counts): the outcomes the record judges (short output, no tokens, impossible counts) are
+    failures like the client's own."""
+    judged = outcome(result, prompt.sampling, rules.engine)
     if judged["error_kind"] is None:
         return None
     errors[judged["error_kind"]] += 1
@@ -55,6 +56,7 @@ def charge_error(errors: Counter, rules: StopRules, prompt: Prompt, result: Stre
 class StopRules:
     max_errors: int
     unreachable_grace_s: float = 120.0
+    engine: str | None = None  # whose meta objects the results hold (None: their draft counts are not judged)
 
 
 @dataclass

@@ -123,7 +123,7 @@ def _pool(http, backend: Backend, options: RunOptions, run: RunDir, writer: Back
         progress.advance(result)
 
     rules = StopRules(max_errors=options.max_errors if options.max_errors is not None else default_max_errors(total),
-                      unreachable_grace_s=options.unreachable_grace_s)
+                      unreachable_grace_s=options.unreachable_grace_s, engine=backend.engine)
     if arrivals is not None:
         return OpenLoopPool(send=send, record=record, rules=rules, offsets_ns=arrivals.offsets_ns,
                             max_concurrency=options.max_concurrency, turn_stride=turn_stride)

@@ -21,7 +21,7 @@ from harness.engines.sse import DONE
 from harness.engines.stream import collect
 from harness.records.requests import RecordWriter, RequestRecord, load_requests, outcome, write_parquet
 from harness.records.rundir import RunDir
-from harness.run.runner import RunOptions, execute
+from harness.run.runner import RunAborted, RunOptions, execute
 from harness.spec import Prompt, SamplingParams
 from tests.fakes.broken_server import Breakage, _BrokenHandler
 from tests.fakes.replay import mock_session
@@ -221,6 +221,14 @@ class _CachedOverPrompt(_BrokenHandler):
         super()._event(payload)
 
 
+class _AcceptedOverDrafted(_BrokenHandler):
+    def _event(self, payload) -> None:
+        meta = payload.get("meta_info") if self._kind and isinstance(payload, dict) else None
+        if meta and meta.get("finish_reason"):
+            meta.update(spec_verify_ct=2, spec_num_correct_drafts=9, spec_num_proposed_drafts=6)
+        super()._event(payload)
+
+
 class FixedLength:
     name = "synthetic"
 
@@ -238,8 +246,9 @@ class FixedLength:
 CLIENTS = {"sglang": SGLangBackend, "openai": lambda: OpenAIBackend(model="fake-model", engine="vllm")}
 
 
-def run_broken(handler: type, kind: str, client: str, tmp_path) -> RunDir:
-    """A four-request run whose second request meets `kind`, served by `handler`."""
+def run_broken(handler: type, kind: str, client: str, tmp_path, **options) -> RunDir:
+    """A four-request run whose second request meets `kind`, served by `handler`; `options`: more
+    run options."""
     import itertools
     from http.server import ThreadingHTTPServer
 
@@ -248,7 +257,7 @@ def run_broken(handler: type, kind: str, client: str, tmp_path) -> RunDir:
     run = RunDir.create(tmp_path, f"run-{client}", {"workload": {"name": "synthetic"}})
     with threaded(ThreadingHTTPServer(("127.0.0.1", 0), served)) as url:
         settings = RunOptions(base_url=url, warmup=0, show_progress=False, power_sample_ms=0,
-                              request_timeout_s=30.0, first_token_timeout_s=3.0)
+                              request_timeout_s=30.0, first_token_timeout_s=3.0, **options)
         execute(CLIENTS[client](), settings, FixedLength(), run)
     return run
 
@@ -277,6 +286,16 @@ def test_more_cached_than_prompt_tokens_is_named_and_the_hit_rate_stays_at_most_
     assert "cached tokens of" in table.loc[1, "error_message"]
     summary = Run.load(run.path).summary.set_index(["metric", "stat"])["value"]
     assert not summary["prefix_cache_hit_rate", "value"] > 1
+
+
+def test_the_error_budget_counts_more_accepted_than_drafted_tokens(tmp_path):
+    """The budget judges a request as its record does, with the draft counts of the run's engine:
+    with no error allowed, the contradiction stops the run."""
+    with pytest.raises(RunAborted, match=r"more than --max-errors 0 \(impossible_count 1\)"):
+        run_broken(_AcceptedOverDrafted, "drafts", "sglang", tmp_path, max_errors=0)
+    table = load_requests(tmp_path / "run-sglang")
+    assert table["status"].tolist() == ["ok", "error"]
+    assert "9 accepted draft tokens of 6 drafted" in table.loc[1, "error_message"]
 
 
 def test_a_chunk_shape_no_client_foresaw_is_a_malformed_chunk_not_a_traceback():
