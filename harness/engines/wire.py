@@ -9,6 +9,8 @@ without a colon is a field with an empty value; the `data` fields of one event a
 "\n", and a blank line ends the event. `event`, `id`, `retry` and unknown fields are skipped, as
 the clients only ever need the data. Where the stream ends, an event not yet ended by its blank
 line still counts (the spec drops it; a server that closes right after `data: [DONE]` is common).
+A line, or an event's data, of more than MAX_EVENT_BYTES is refused however the reads split it, so
+a server that never ends its line or its event cannot make the reader hold more.
 The reader is a plain state machine so that the transport can call it from the socket callback,
 stamp the arrival there and hand over only finished events.
 """
@@ -26,6 +28,10 @@ _STATUS_LINE = re.compile(rb"HTTP/1\.[0-9] ([0-9]{3})(?: .*)?", re.DOTALL)
 _DECIMAL = re.compile(rb"[0-9]+")
 _HEX = re.compile(rb"[0-9A-Fa-f]+")
 MAX_ERROR_BODY = 4096  # of an error answer, only the start is kept for the message
+# The largest line or event a client takes: far above any a server sends (a cumulative SGLang chunk
+# of a long answer is hundreds of KB; a record holds a 2 MiB field whole), and the most one stream
+# can make the client hold, where an event never ended could take all of its memory.
+MAX_EVENT_BYTES = 8 * 1024 * 1024
 DATA = b"data"
 BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark, dropped once at the start of the body
 
@@ -46,6 +52,7 @@ class EventStreamReader:
         self._trailers = False
         self.error_body = bytearray()  # the start of a non-2xx answer's body
         self._data: list[bytes] | None = None  # the data fields of the event being read (None: none yet)
+        self._data_bytes = 0  # their bytes, joins included
         self._at_start = True  # no body byte read yet: a byte-order mark may come
         self._after_cr = False  # the last line read ended in CR: an LF first in the next read ends no line
 
@@ -144,6 +151,8 @@ class EventStreamReader:
         if self._at_start and not self._drop_bom(final):
             return []
         end = len(buffer) if final else max(buffer.rfind(b"\n"), buffer.rfind(b"\r")) + 1
+        if len(buffer) - end > MAX_EVENT_BYTES:  # a line not yet ended, already too long
+            raise _too_long("a line")
         if end <= 0:
             return self._flush() if final else []
         with memoryview(buffer) as view:
@@ -174,6 +183,8 @@ class EventStreamReader:
 
     def _line(self, line: bytes, events: list[bytes]) -> None:
         """One SSE line: a blank line ends the event; a `data` field adds a line to its data."""
+        if len(line) > MAX_EVENT_BYTES:
+            raise _too_long("a line")
         if not line:
             events += self._flush()
         elif line.startswith(DATA):
@@ -183,6 +194,9 @@ class EventStreamReader:
                 value = line[5:]
             else:
                 return  # another field whose name starts with "data"
+            self._data_bytes += len(value) + (self._data is not None)  # the join before it
+            if self._data_bytes > MAX_EVENT_BYTES:
+                raise _too_long("an event's data")
             if self._data is None:
                 self._data = [value]
             else:
@@ -190,7 +204,7 @@ class EventStreamReader:
 
     def _flush(self) -> list[bytes]:
         """The data of the event read so far, as one payload (none when it had no data field)."""
-        data, self._data = self._data, None
+        data, self._data, self._data_bytes = self._data, None, 0
         if data is None:
             return []
         return [_payload(data[0] if len(data) == 1 else b"\n".join(data))]
@@ -201,6 +215,10 @@ def _payload(data: bytes) -> bytes:
     if data[:1].isspace() or data[-1:].isspace():
         return data.strip()
     return data
+
+
+def _too_long(what: str) -> MalformedStream:
+    return MalformedStream(f"{what} of more than {MAX_EVENT_BYTES // 2**20} MiB, longer than any event a client takes")
 
 
 def _bounded_find(raw: bytearray, separator: bytes, limit: int, what: str) -> int:

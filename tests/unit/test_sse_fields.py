@@ -13,8 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.engines.base import MalformedStream
 from harness.engines.openai import stream
-from harness.engines.wire import BOM, EventStreamReader
+from harness.engines.wire import BOM, MAX_EVENT_BYTES, EventStreamReader
 from tests.fakes.replay import mock_session
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n"  # a body read until close
@@ -106,3 +107,43 @@ def test_any_stream_under_the_field_rules_gives_each_events_joined_data(drawn, c
         seen += reader.feed(answer[start:end])
     assert seen + reader.eof() == expected
 
+
+
+# A bound on what one stream makes the reader hold: a line or an event's data past MAX_EVENT_BYTES
+# is refused (MalformedStream: a `malformed_chunk` record), however the reads split it.
+
+READ = 1024 * 1024
+
+
+def test_a_line_never_ended_is_refused_once_past_the_bound():
+    reader = EventStreamReader()
+    reader.feed(HEAD + b"data: ")
+    with pytest.raises(MalformedStream, match="a line of more than 8 MiB"):
+        for _ in range(MAX_EVENT_BYTES // READ + 1):  # one read past the bound, never more
+            reader.feed(b"x" * READ)
+
+
+@pytest.mark.parametrize("parts", [1, 64])
+def test_an_event_of_many_short_data_lines_past_the_bound_is_refused(parts):
+    line = b"data: " + b"x" * 1000 + b"\n"
+    with pytest.raises(MalformedStream, match="an event's data of more than 8 MiB"):
+        events_of(line * (MAX_EVENT_BYTES // 1000 + 1) + b"\n", parts)
+
+
+@pytest.mark.parametrize("parts", [1, 64])
+def test_a_line_at_the_bound_is_read_whole(parts):
+    value = b"x" * (MAX_EVENT_BYTES - len(b"data: "))
+    assert events_of(b"data: " + value + b"\n\n", parts) == [value]
+
+
+def test_an_event_past_the_bound_is_a_malformed_chunk_record():
+    lines = b"data: " + b"x" * MAX_EVENT_BYTES + b"\n\ndata: [DONE]\n\n"
+
+    async def main():
+        http = mock_session(lambda request: httpx.Response(200, headers={"content-type": "text/event-stream"},
+                                                           content=lines))
+        async with http:
+            return await stream(http, "http://server", {}, "/v1/completions")
+
+    result = asyncio.run(main())
+    assert result.error_kind == "malformed_chunk" and "more than 8 MiB" in result.error_message
