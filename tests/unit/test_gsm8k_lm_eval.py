@@ -65,6 +65,7 @@ def test_summary_rows_carry_lm_eval_names_and_its_stderr():
     assert values[("lm_eval_gsm8k_exact_match,flexible-extract", "stderr")] == pytest.approx(math.sqrt(0.25 / 3))
     assert math.isnan(lm_eval_stderr(1.0, 1)) and math.isnan(lm_eval_stderr(0.5, 0))
     assert lm_eval_stderr(0.5, 2) == pytest.approx(0.5)  # sqrt(0.25 / 1)
+    assert lm_eval_stderr(0.25, 4) == pytest.approx(0.25)  # sqrt(0.25 * 0.75 / 3): p and 1 - p differ
 
 
 def _requests(rows: list[tuple[int, str, str]]):
