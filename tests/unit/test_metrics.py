@@ -19,6 +19,7 @@ from harness.metrics import (
     summarize,
     tail_certified,
 )
+from harness.metrics.stats import weighted_mean, wilson_interval
 from harness.records.requests import RecordWriter, load_requests, write_parquet
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
@@ -158,6 +159,27 @@ def test_describe_uses_linear_interpolation():
     assert stats["p90"] == pytest.approx(3.7)
     assert stats["p99"] == pytest.approx(3.97)
     assert stats["std"] == pytest.approx(np.std([1, 2, 3, 4], ddof=1))
+
+
+def test_describe_drops_infinities_and_states_every_stat():
+    stats = describe([4.0, 1.0, 3.0, 2.0, np.inf, -np.inf])
+    assert (stats["n"], stats["mean"], stats["min"], stats["max"]) == (4, 2.5, 1.0, 4.0)
+    assert stats["p95"] == pytest.approx(3.85)  # position 0.95 * 3 = 2.85: 3 + 0.85 * (4 - 3)
+    one = describe([5.0])
+    assert (one["n"], one["mean"], one["p99"]) == (1, 5.0, 5.0) and math.isnan(one["std"])
+
+
+def test_weighted_mean_keeps_finite_values_of_positive_weight():
+    values, weights = np.array([1.0, 2.0, np.nan, 4.0, 10.0]), np.array([1.0, 3.0, 5.0, 0.0, -2.0])
+    assert weighted_mean(values, weights) == pytest.approx(7 / 4)  # (1 * 1 + 2 * 3) / (1 + 3)
+    assert math.isnan(weighted_mean(np.array([1.0, np.nan]), np.array([0.0, 2.0])))
+
+
+def test_wilson_interval_at_another_confidence_is_scipys():
+    from scipy import stats
+
+    expected = stats.binomtest(3, 10).proportion_ci(confidence_level=0.99, method="wilson")
+    assert wilson_interval(3, 10, confidence=0.99) == pytest.approx((expected.low, expected.high), abs=1e-12)
 
 
 def test_describe_of_nothing():
