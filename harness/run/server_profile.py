@@ -20,11 +20,17 @@ from typing import Any
 
 import httpx
 
+from harness.engines.control import bounded_request, within
 from harness.engines.profiler import ServerProfiler
 from harness.engines.registry import engine_named
 from harness.engines.sse import Session
 from harness.errors import SparkbenchError
 from harness.records.rundir import RunDir
+
+# The stop request returns once the server has written its whole trace: SGLang on the 2-core CPU test
+# bed took 62-77 s for the 47 MB trace of eight 128+64-token requests, past the minute a control
+# request is given, and a long run on a GPU makes a larger one.
+PROFILER_DEADLINE_S = 1800.0
 
 
 class NoServerProfiler(SparkbenchError):
@@ -50,9 +56,9 @@ async def _call(http: Session, base_url: str, path: str, body: dict[str, Any] | 
     """POST one profiler route; any answer but 200 is a one-line error naming it."""
     url = base_url + path
     try:
-        resp = await (http.post(url) if body is None else http.post(url, json=body))
-    except httpx.HTTPError as exc:
-        raise NoServerProfiler(f"--profile-server: {url} did not answer ({type(exc).__name__})") from exc
+        resp = await within(PROFILER_DEADLINE_S, url, bounded_request(http.control, "POST", url, json=body))
+    except httpx.HTTPError as exc:  # DeadlineExceeded too
+        raise NoServerProfiler(f"--profile-server: {url} did not answer ({type(exc).__name__}: {exc})") from exc
     if resp.status_code == 404:
         needs = f"; it needs {profiler.needs}" if profiler.needs else ""
         raise NoServerProfiler(f"--profile-server: this {engine} server does not serve {path}{needs}")

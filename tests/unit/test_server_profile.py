@@ -4,6 +4,7 @@ the manifest names the trace folder and files; an engine without a profiler is r
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +32,7 @@ class _Profiler(BaseHTTPRequestHandler):
             return
         server.calls.append((self.path, body, list(server.backend.sent)))
         if self.path == "/stop_profile" and server.started is not None:
+            time.sleep(server.export_s)  # the server answers once its trace is written
             folder = Path(server.started["output_dir"])
             folder.mkdir(parents=True, exist_ok=True)
             (folder / f"{server.started['profile_id']}-TP-0.trace.json.gz").write_bytes(b"trace")
@@ -47,9 +49,11 @@ class _Profiler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def profiling_server(backend: ScriptedBackend, routes=("/start_profile", "/stop_profile")) -> Iterator:
+def profiling_server(backend: ScriptedBackend, routes=("/start_profile", "/stop_profile"),
+                     export_s: float = 0.0) -> Iterator:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Profiler)
     server.backend, server.routes, server.calls, server.started = backend, routes, [], None
+    server.export_s = export_s
     with threaded(server) as url:
         yield url, server.calls
 
@@ -74,6 +78,16 @@ def test_the_profiler_brackets_exactly_the_measured_requests(tmp_path):
     assert entry.status == "recorded" and entry.folder == str(tmp_path / "traces")
     assert entry.files == ["run-TP-0.trace.json.gz"]
     assert (Path(entry.folder) / entry.files[0]).is_file()
+
+
+def test_the_stop_request_waits_past_the_control_deadline_for_the_trace(tmp_path, monkeypatch):
+    """Writing a trace takes the server minutes on a large run (62-77 s for 47 MB on the test bed),
+    longer than any other control request is given."""
+    monkeypatch.setattr("harness.engines.sse.CONTROL_DEADLINE_S", 0.2)
+    backend = ScriptedBackend()
+    with profiling_server(backend, export_s=1.0) as (url, _):
+        run = _profiled_run(tmp_path, backend, url, tmp_path / "traces")
+    assert run.record.server_profile.files == ["run-TP-0.trace.json.gz"]
 
 
 def test_a_relative_folder_is_sent_absolute(tmp_path, monkeypatch):
