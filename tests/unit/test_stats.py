@@ -197,3 +197,15 @@ def test_a_negative_discordant_count_is_refused_even_when_the_counts_sum_to_zero
         mcnemar_exact(1, -1)
     with pytest.raises(ValueError):
         mcnemar_exact(-1, 1)
+
+
+def test_no_data_is_nan_without_a_numpy_warning():
+    """A run without requests, or repeats without values, gives NaN quietly: nothing is averaged
+    over an empty sample (numpy would warn "Mean of empty slice" into the report's output)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert all(math.isnan(v) for v in bootstrap_ci(np.array([])))
+        assert all(math.isnan(v) for v in welch_relative_change(np.array([]), np.array([1.0, 2.0])))
+        assert all(math.isnan(v) for v in welch_relative_change(np.array([1.0, 2.0]), np.array([])))
