@@ -104,23 +104,26 @@ def test_vllm_keeps_per_request_latency_and_sglang_does_not(runs):
 SIDE_BY_SIDE = {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms", "itl_ms": "chunk_gap_ms", "e2e_ms": "e2e_ms"}
 
 
-def tool_means(run: Run) -> dict[str, float]:
-    """The tool's own mean of each figure; where it printed none (vLLM leaves e2e out by default), the
-    mean of its per-request rows (NaN where it kept none either)."""
+def side_by_side(run: Run) -> dict[str, float]:
+    """Means in ms of TTFT, TPOT, the per-chunk gap and end-to-end latency, the gaps per request and the
+    output tokens. A tool's own mean where it printed one, else that of its per-request rows (vLLM
+    prints no end-to-end mean by default; NaN where the tool kept neither); for sparkbench its own."""
     stats = run.summary.set_index(["metric", "stat"])["value"]
-    return {metric: float(stats.get((metric, "tool_mean"), stats.get((metric, "mean"), float("nan"))))
-            for metric in SIDE_BY_SIDE}
+    if run.record.imported:
+        figures = {m: float(stats.get((m, "tool_mean"), stats.get((m, "mean"), float("nan")))) for m in SIDE_BY_SIDE}
+        gaps = run.requests["itl_ms"]
+    else:
+        figures = {m: float(stats[(column, "mean")]) for m, column in SIDE_BY_SIDE.items()}
+        gaps = run.derived["chunk_gaps_ms"]
+    tokens = float(run.requests["completion_tokens"].sum())
+    return figures | {"gaps/req": sum(len(cell) for cell in gaps) / len(gaps), "tokens": tokens}
 
 
 def test_summarize_compare_and_report_set_the_imports_beside_the_sparkbench_run(runs, tmp_path):
-    """Prints the means side by side (`pytest -s`), as docs/imports.md shows them."""
-    ours = runs["sparkbench"][0].summary.query("stat == 'mean'").set_index("metric")["value"]
-    print(f"\n{runs['sparkbench'][0].record.server_url}: {runs['sparkbench'][0].facts.shown('engine')}")
-    table = {"sparkbench": {metric: float(ours[column]) for metric, column in SIDE_BY_SIDE.items()},
-             "vllm bench serve": tool_means(runs["vllm"][0]), "sglang bench_serving": tool_means(runs["sglang"][0])}
-    print("\nmean, ms   " + "  ".join(f"{metric:>8}" for metric in SIDE_BY_SIDE))
-    for name, figures in table.items():
-        print(f"{name:<21}" + "  ".join(f"{figures[metric]:8.2f}" for metric in SIDE_BY_SIDE))
+    """Prints the figures side by side (`pytest -s`), as docs/imports.md shows them."""
+    print(f"\n{'':<21}" + "".join(f"{name:>10}" for name in [*SIDE_BY_SIDE, "gaps/req", "tokens"]))
+    for name, label in (("sparkbench", "sparkbench"), ("vllm", "vllm bench serve"), ("sglang", "sglang bench_serving")):
+        print(f"{label:<21}" + "".join(f"{value:10.2f}" for value in side_by_side(runs[name][0]).values()))
     folders = [str(runs[name][0].path) for name in ("sparkbench", "vllm", "sglang")]
     for folder in folders[1:]:
         shown = sparkbench("summarize", folder)
