@@ -10,8 +10,7 @@ from pydantic import ValidationError
 
 from harness.errors import SparkbenchError
 
-# The tools' latency families by sparkbench's name for the like figure (each tool's definition of it
-# travels with the import).
+# Milliseconds per unit of the time units the tools write (AIPerf states a unit for every figure).
 MS_UNITS = {"ms": 1.0, "s": 1000.0, "sec": 1000.0, "us": 1e-3, "ns": 1e-6}
 
 
