@@ -170,7 +170,8 @@ def test_describe_drops_infinities_and_states_every_stat():
 
 
 def test_weighted_mean_keeps_finite_values_of_positive_weight():
-    values, weights = np.array([1.0, 2.0, np.nan, 4.0, 10.0]), np.array([1.0, 3.0, 5.0, 0.0, -2.0])
+    values = np.array([1.0, 2.0, np.nan, 4.0, 10.0, 100.0])
+    weights = np.array([1.0, 3.0, 5.0, 0.0, -2.0, -0.5])
     assert weighted_mean(values, weights) == pytest.approx(7 / 4)  # (1 * 1 + 2 * 3) / (1 + 3)
     assert math.isnan(weighted_mean(np.array([1.0, np.nan]), np.array([0.0, 2.0])))
 
@@ -180,6 +181,12 @@ def test_wilson_interval_at_another_confidence_is_scipys():
 
     expected = stats.binomtest(3, 10).proportion_ci(confidence_level=0.99, method="wilson")
     assert wilson_interval(3, 10, confidence=0.99) == pytest.approx((expected.low, expected.high), abs=1e-12)
+
+
+def test_wilson_interval_stays_inside_zero_and_one_where_rounding_would_step_out():
+    """At p = 0 the low end is 0 and at p = 1 the high end is 1 exactly in arithmetic; in floats
+    n = 2 puts the first an ulp below 0 and n = 9 the second an ulp above 1."""
+    assert wilson_interval(0, 2)[0] == 0.0 and wilson_interval(9, 9)[1] == 1.0
 
 
 def test_describe_of_nothing():
