@@ -203,3 +203,21 @@ def test_the_command_line_imports_summarizes_compares_and_refuses(tmp_path):
     assert compared.returncode == 0, compared.stderr
     bad = sparkbench("import", str(written(tmp_path, "bad.json", {"hello": 1})), "--results", str(results))
     assert bad.returncode == 2 and bad.stderr.startswith("sparkbench: ") and bad.stderr.count("\n") == 1
+
+
+AIPERF_REAL = Path(__file__).parents[1] / "fixtures" / "aiperf_0.13.0_llamacpp_smollm2"
+
+
+def test_a_real_aiperf_export_reads_as_the_tool_wrote_it(tmp_path):
+    """AIPerf 0.13.0's own files (`aiperf profile --streaming --isl 32 --osl 16 --request-count 4
+    --warmup-request-count 1` against llama.cpp serving SmolLM2-135M, 2026-12-07)."""
+    (run,) = imported_runs(AIPERF_REAL / "profile_export.jsonl", tmp_path / "results")
+    aggregates = json.loads((AIPERF_REAL / "profile_export_aiperf.json").read_text(encoding="utf-8"))
+    assert run.record.imported.tool_version == "0.13.0"
+    assert len(run.requests) == 4 and (run.requests["status"] == "ok").all()  # its warm-up record left out
+    assert [len(cell) for cell in run.requests["itl_ms"]] == [15] * 4  # 16 tokens, one per chunk
+    for metric, tag in (("ttft_ms", "time_to_first_token"), ("tpot_ms", "inter_token_latency"),
+                        ("e2e_ms", "request_latency"), ("itl_ms", "inter_chunk_latency")):
+        assert summary_value(run, metric, "mean") == pytest.approx(aggregates[tag]["avg"])
+        assert summary_value(run, metric, "tool_mean") == pytest.approx(aggregates[tag]["avg"])
+    assert summary_value(run, "benchmark_duration", "tool_mean") == pytest.approx(aggregates["benchmark_duration"]["avg"] * 1000)
