@@ -202,6 +202,24 @@ def test_tail_certified_matches_mlperf_minimums(q, minimum):
 
 # ---- summary --------------------------------------------------------------------------------
 
+def test_decode_throughput_counts_only_requests_with_two_tokens_and_a_decode_time():
+    from harness.metrics.summary import decode_throughput_aggregate, decode_throughput_parts
+
+    derived = pd.DataFrame({"completion_tokens": [5.0, 1.0, 3.0, 9.0], "decode_ms": [400.0, 50.0, np.nan, 400.0]})
+    tokens, seconds = decode_throughput_parts(derived)
+    assert tokens.tolist() == [4.0, 0.0, 0.0, 8.0] and seconds.tolist() == [0.4, 0.0, 0.0, 0.4]
+    assert decode_throughput_aggregate(derived) == pytest.approx(12 / 0.8)
+
+
+def test_outcomes_of_a_table_without_status_columns_are_all_ok():
+    from harness.metrics.summary import outcome_values
+
+    values = outcome_values(pd.DataFrame({"prompt_id": ["a", "b", "c"]}))
+    assert (values["requests"], values["requests_ok"], values["requests_failed"], values["error_rate"]) == (3, 3, 0, 0)
+    assert {v for k, v in values.items() if k.startswith("errors_")} == {0.0}
+    assert math.isnan(outcome_values(pd.DataFrame({"prompt_id": []}))["error_rate"])
+
+
 @pytest.fixture
 def three_requests(make_record, frame_of):
     """TTFT 100/200/400 ms; 11, 21 and 2 tokens one per chunk at 10/5/30 ms; [DONE] 1 ms later."""
