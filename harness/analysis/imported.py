@@ -13,10 +13,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.errors import SparkbenchError
 from harness.metrics import SUMMARY_COLUMNS
 from harness.metrics.schema import DERIVED_COLUMNS
 from harness.metrics.summary import POOLED, distribution_rows, distribution_samples, ok_requests, outcome_values
-from harness.records.imported import REQUEST_COLUMNS, ImportEntry, load_imported_aggregates, load_imported_requests
+from harness.records.imported import AGGREGATES_NAME, REQUEST_COLUMNS, REQUESTS_NAME, ImportEntry
 from harness.records.requests import COLUMNS
 
 MEASURED = {"ttft_ms": "ms", "tpot_ms": "ms", "e2e_ms": "ms", "itl_ms": "ms", "completion_tokens": "tokens",
@@ -70,3 +71,22 @@ def provenance_line(entry: ImportEntry) -> str:
     lines = [f"imported from {entry.tool} ({version}): {entry.note}"]
     lines += [f"  {metric}: {definition}" for metric, definition in entry.definitions.items()]
     return "\n".join(lines)
+
+
+def load_imported_requests(run_dir: Path) -> pd.DataFrame:
+    """The tool's per-request table; an empty one (REQUEST_COLUMNS) where it kept only aggregates."""
+    path = Path(run_dir) / REQUESTS_NAME
+    if not path.exists():
+        return pd.DataFrame(columns=REQUEST_COLUMNS)
+    try:
+        return pd.read_parquet(path)
+    except Exception as exc:  # pyarrow raises several unrelated types for a damaged file
+        raise SparkbenchError(f"{path}: cannot be read as Parquet ({type(exc).__name__})") from exc
+
+
+def load_imported_aggregates(run_dir: Path) -> pd.DataFrame:
+    path = Path(run_dir) / AGGREGATES_NAME
+    try:
+        return pd.read_csv(path)
+    except FileNotFoundError as exc:
+        raise SparkbenchError(f"{run_dir}: no {AGGREGATES_NAME}; the imported run is incomplete") from exc

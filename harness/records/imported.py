@@ -4,17 +4,15 @@ The manifest's `imported` entry names the tool, its version where the file says 
 and each figure's definition in that tool. `imported_requests.parquet` holds the tool's per-request
 figures where it kept them (absent: the tool kept only aggregates, and `per_request` says so);
 `imported_aggregates.csv` holds the aggregates the tool itself computed, under its own field names.
+The manifest reads this module, and the command line's help the manifest: no table library here
+(`harness.analysis.imported` reads the tables).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pandas as pd
 from pydantic import ConfigDict
 
 from harness.config import StrictModel
-from harness.errors import SparkbenchError
 
 REQUESTS_NAME = "imported_requests.parquet"
 AGGREGATES_NAME = "imported_aggregates.csv"
@@ -40,22 +38,3 @@ class ImportEntry(StrictModel):
     note: str
     definitions: dict[str, str]
     server_version: str | None = None
-
-
-def load_imported_requests(run_dir: Path) -> pd.DataFrame:
-    """The tool's per-request table; an empty one (REQUEST_COLUMNS) where it kept only aggregates."""
-    path = Path(run_dir) / REQUESTS_NAME
-    if not path.exists():
-        return pd.DataFrame(columns=REQUEST_COLUMNS)
-    try:
-        return pd.read_parquet(path)
-    except Exception as exc:  # pyarrow raises several unrelated types for a damaged file
-        raise SparkbenchError(f"{path}: cannot be read as Parquet ({type(exc).__name__})") from exc
-
-
-def load_imported_aggregates(run_dir: Path) -> pd.DataFrame:
-    path = Path(run_dir) / AGGREGATES_NAME
-    try:
-        return pd.read_csv(path)
-    except FileNotFoundError as exc:
-        raise SparkbenchError(f"{run_dir}: no {AGGREGATES_NAME}; the imported run is incomplete") from exc
