@@ -205,10 +205,17 @@ def test_tail_certified_matches_mlperf_minimums(q, minimum):
 def test_decode_throughput_counts_only_requests_with_two_tokens_and_a_decode_time():
     from harness.metrics.summary import decode_throughput_aggregate, decode_throughput_parts
 
-    derived = pd.DataFrame({"completion_tokens": [5.0, 1.0, 3.0, 9.0], "decode_ms": [400.0, 50.0, np.nan, 400.0]})
+    derived = pd.DataFrame({"completion_tokens": [5.0, 1.0, 3.0, 9.0, 0.0],
+                            "decode_ms": [400.0, 50.0, np.nan, 400.0, 50.0]})
     tokens, seconds = decode_throughput_parts(derived)
-    assert tokens.tolist() == [4.0, 0.0, 0.0, 8.0] and seconds.tolist() == [0.4, 0.0, 0.0, 0.4]
+    assert tokens.tolist() == [4.0, 0.0, 0.0, 8.0, 0.0] and seconds.tolist() == [0.4, 0.0, 0.0, 0.4, 0.0]
     assert decode_throughput_aggregate(derived) == pytest.approx(12 / 0.8)
+
+
+def test_a_pooled_metric_of_no_requests_has_no_samples():
+    from harness.metrics.summary import distribution_samples
+
+    assert distribution_samples(pd.DataFrame({"itl_ms": []}), "itl_ms").size == 0
 
 
 def test_outcomes_of_a_table_without_status_columns_are_all_ok():
