@@ -31,6 +31,11 @@ class BackgroundWriter:
         """Records written so far (a record counts once it is on disk)."""
         return self.writer.count
 
+    @property
+    def total(self) -> int:
+        """Records in the file, a resumed run's earlier ones included."""
+        return self.writer.total
+
     async def append(self, build: Callable[[], RequestRecord]) -> None:
         """Make the record (`build`) and write its line, off the event loop; return once it is synced."""
         await asyncio.get_running_loop().run_in_executor(self._thread, self._append, build)

@@ -224,7 +224,13 @@ class RecordWriter:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
         self._end = _whole_lines_end(self.path)
         os.ftruncate(self._fd, self._end)
-        self.count = 0
+        self.count = 0  # this process's records
+        self.earlier = _lines_before(self.path, self._end)  # a resumed run's records from before
+
+    @property
+    def total(self) -> int:
+        """Every record in the file: what a resumed run's manifest says it recorded."""
+        return self.earlier + self.count
 
     def append(self, record: RequestRecord) -> None:
         line = (json.dumps(written_fields(record)) + "\n").encode("utf-8")
@@ -257,6 +263,12 @@ def written_fields(record: RequestRecord) -> dict[str, Any]:
 def write_at(fd: int, data: bytes, offset: int) -> int:
     """`os.pwrite`: the bytes written of `data` at `offset` (the one place records reach the disk)."""
     return os.pwrite(fd, data, offset)
+
+
+def _lines_before(path: Path, end: int) -> int:
+    """How many whole lines `path` holds before byte `end`."""
+    with path.open("rb") as file:
+        return sum(block.count(b"\n") for block in iter(lambda: file.read(min(1 << 20, end - file.tell())), b""))
 
 
 def _whole_lines_end(path: Path) -> int:

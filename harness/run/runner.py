@@ -256,4 +256,4 @@ def _finalize(run: RunDir, writer: BackgroundWriter, progress: _Progress, status
     except (OSError, SparkbenchError) as exc:
         error = f"{error}; " if error else ""
         status, error = "failed", f"{error}the request table could not be written: {describe_os_error(exc)}"
-    run.finish(status, error=error, requests_recorded=writer.count)
+    run.finish(status, error=error, requests_recorded=writer.total)

@@ -64,6 +64,7 @@ def test_kill_9_then_resume_gives_the_clean_runs_request_set(tmp_path):
     assert not table["prompt_id"].duplicated().any() and (table["status"] == "ok").all()
     manifest = load_manifest(run)
     assert manifest["status"] == "complete" and manifest["resumed"][0]["previous_status"] == "running"
+    assert manifest["requests_recorded"] == len(table)  # the whole file, not the resumed part alone
 
 
 def test_resume_refuses_a_command_that_changes_the_workload(tmp_path):
