@@ -88,3 +88,14 @@ def test_gsm8k_scores_the_answer_only(reasoning_run):
     assert question["gold"] == _gold()
     assert question["pred_strict"] is None and question["pred_flexible"] is None
     assert not question["correct_strict"] and not question["correct_flexible"]
+
+
+def test_the_report_shows_ttft_beside_the_time_to_the_first_answer_token(reasoning_run, tmp_path):
+    run, row = reasoning_run
+    done = sparkbench("report", str(run.path), "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    lines = (tmp_path / "report.md").read_text(encoding="utf-8").splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("| run | concurrency |"))
+    headline = dict(zip(*(line.strip("|").split(" | ") for line in (lines[at], lines[at + 2]))))
+    assert float(headline["TTFT mean ms"]) == pytest.approx(row["ttft_ms"], rel=1e-3)
+    assert float(headline["TTFAT mean ms"]) == pytest.approx(row["ttfat_ms"], rel=1e-3)
