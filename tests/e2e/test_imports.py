@@ -72,16 +72,22 @@ def runs(real_llamacpp_server, tmp_path_factory) -> dict[str, tuple[Run, dict | 
 
 @pytest.mark.parametrize("name", ["vllm", "sglang"])
 def test_the_import_holds_each_request_the_tool_reported(runs, name):
+    """Every request the tool sent, failed as the tool failed it (a loaded host has failed one of
+    vLLM's), and each ok request's figures as the tool's lists hold them."""
     run, result = runs[name]
     assert run.record.imported.per_request
     assert len(run.requests) == len(result["ttfts"]) == PROMPTS
-    assert (run.requests["status"] == "ok").sum() == result["completed"] == PROMPTS
+    ok = (run.requests["status"] == "ok").to_numpy()
+    assert ok.sum() == result["completed"]
+    kept = [index for index in range(PROMPTS) if ok[index]]
+    errors = [result["errors"][index] for index in range(PROMPTS) if not ok[index]]
+    assert list(run.requests["error_message"][~ok]) == [error or "no chunk received" for error in errors]
     # the tool's own count, whatever it rests on (vLLM's re-tokenizes the text where it reads no usage)
-    assert list(run.requests["completion_tokens"]) == result["output_lens"]
+    assert list(run.requests["completion_tokens"][ok]) == [result["output_lens"][i] for i in kept]
     assert run.requests["completion_tokens"].sum() == result["total_output_tokens"]
-    assert list(run.requests["ttft_ms"]) == pytest.approx([ttft * 1000 for ttft in result["ttfts"]])
-    gaps = [gap * 1000 for itl in result["itls"] for gap in itl]
-    assert [gap for cell in run.requests["itl_ms"] for gap in cell] == pytest.approx(gaps)
+    assert list(run.requests["ttft_ms"][ok]) == pytest.approx([result["ttfts"][i] * 1000 for i in kept])
+    gaps = [gap * 1000 for i in kept for gap in result["itls"][i]]
+    assert [gap for cell in run.requests["itl_ms"][ok] for gap in cell] == pytest.approx(gaps)
 
 
 @pytest.mark.parametrize(("name", "metric", "field"), [("vllm", "ttft_ms", "mean_ttft_ms"),
@@ -96,7 +102,8 @@ def test_the_tools_own_means_read_back(runs, name, metric, field):
 
 
 def test_vllm_keeps_per_request_latency_and_sglang_does_not(runs):
-    assert runs["vllm"][0].requests["e2e_ms"].notna().all()
+    vllm = runs["vllm"][0].requests
+    assert vllm.loc[vllm["status"] == "ok", "e2e_ms"].notna().all()
     assert runs["sglang"][0].requests["e2e_ms"].isna().all()
 
 
@@ -124,6 +131,9 @@ def test_summarize_compare_and_report_set_the_imports_beside_the_sparkbench_run(
     print(f"\n{'':<21}" + "".join(f"{name:>10}" for name in [*SIDE_BY_SIDE, "gaps/req", "tokens"]))
     for name, label in (("sparkbench", "sparkbench"), ("vllm", "vllm bench serve"), ("sglang", "sglang bench_serving")):
         print(f"{label:<21}" + "".join(f"{value:10.2f}" for value in side_by_side(runs[name][0]).values()))
+    for name in ("vllm", "sglang"):
+        for message in runs[name][0].requests["error_message"].dropna():
+            print(f"{name} failed a request: {message[-300:]}")
     folders = [str(runs[name][0].path) for name in ("sparkbench", "vllm", "sglang")]
     for folder in folders[1:]:
         shown = sparkbench("summarize", folder)
