@@ -14,7 +14,7 @@ figures are for finding the slow part, not for comparison with runs that were no
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +82,15 @@ async def server_profiling(http: Session, base_url: str, engine: str, folder: Pa
         "sparkbench (the start request)" if profiler.names_folder else "the server (its launch configuration)")}
     await _call(http, base_url, profiler.start_path, profiler.start_body(folder, profile_id), engine, profiler)
     run.update(server_profile={**entry, "status": "recording"})
-    try:
-        yield
-    finally:
+
+    async def stop() -> None:
         await _call(http, base_url, profiler.stop_path, None, engine, profiler)
         run.update(server_profile={**entry, "status": "recorded", "files": sorted(trace_files(folder) - before)})
+
+    try:
+        yield
+    except BaseException:
+        with suppress(NoServerProfiler):  # what stopped the run is the error to report, not the stop's
+            await stop()
+        raise
+    await stop()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.errors import SparkbenchError
 from harness.records.rundir import RunDir
 from harness.run.runner import RunAborted, RunOptions, execute
 from harness.run.server_profile import NoServerProfiler, profiler_of
@@ -107,6 +108,16 @@ def test_a_server_without_the_routes_fails_the_run_in_one_line(tmp_path):
     assert ("(--profile-server: this vllm server does not serve /start_profile; it needs a server started "
             "with --profiler-config") in str(raised.value)
     assert "\n" not in str(raised.value) and backend.sent == ["w0", "w1"]  # nothing measured
+
+
+def test_what_stopped_the_run_is_reported_not_a_failing_stop(tmp_path):
+    """A run that fails mid-way still stops the profiler, but the stop's own failure (here: no
+    stop route) must not hide why the run ended."""
+    backend = ScriptedBackend({"p1": SparkbenchError("the disk went away")})
+    with profiling_server(backend, routes=("/start_profile",)) as (url, calls), \
+            pytest.raises(RunAborted, match=r"\(the disk went away\)"):
+        _profiled_run(tmp_path, backend, url, tmp_path / "traces")
+    assert [path for path, *_ in calls] == ["/start_profile"]
 
 
 def test_an_engine_without_a_profiler_endpoint_is_refused_in_one_line():
