@@ -203,6 +203,9 @@ def test_the_command_line_imports_summarizes_compares_and_refuses(tmp_path):
     assert compared.returncode == 0, compared.stderr
     bad = sparkbench("import", str(written(tmp_path, "bad.json", {"hello": 1})), "--results", str(results))
     assert bad.returncode == 2 and bad.stderr.startswith("sparkbench: ") and bad.stderr.count("\n") == 1
+    torn = written(tmp_path, "two.jsonl", SGLANG_DETAILED, {"hello": 1})  # a good run, then a bad line
+    assert sparkbench("import", str(torn), "--results", str(results)).returncode == 2
+    assert list(results.iterdir()) == [folder]  # nothing of a refused file is written
 
 
 AIPERF_REAL = Path(__file__).parents[1] / "fixtures" / "aiperf_0.13.0_llamacpp_smollm2"
