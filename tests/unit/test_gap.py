@@ -105,6 +105,27 @@ def test_speedup_is_the_ratio_of_decode_throughputs_and_an_undrafted_request_acc
     assert figures["accept_length_request_weighted"][0] == pytest.approx(1.5)
 
 
+def _client_timed(rows: list[tuple[str, str, int, float]]) -> pd.DataFrame:
+    """(prompt id, status, completion tokens, decode ms) of a run without the server's timings."""
+    ids, status, tokens, decode = zip(*rows)
+    return pd.DataFrame({"prompt_id": ids, "status": status, "completion_tokens": tokens, "decode_ms": decode,
+                         "server_tpot_ms": math.nan, "accept_length": math.nan, "verify_rounds": math.nan})
+
+
+def test_client_timing_counts_the_tokens_after_the_first_over_the_decode_time():
+    """Plain: 10 and 20 tokens after the first in 100 and 200 ms (100 tok/s); speculative: the same
+    in 50 and 100 ms (200 tok/s). A third prompt of one token, ok on the plain server and failed on
+    the speculative one though each reports a decode time, adds nothing to either arm."""
+    plain = _client_timed([("a", "ok", 11, 100.0), ("b", "ok", 21, 200.0), ("c", "ok", 1, 50.0)])
+    spec = _client_timed([("a", "ok", 11, 50.0), ("b", "ok", 21, 100.0), ("c", "failed", 1, 50.0)])
+    arrays = cell_arrays(plain, spec, ["a", "b", "c"])
+    figures = cell_figures(arrays, np.arange(3)[None, :])
+    assert arrays.timing == "client"
+    assert figures["plain_decode_tok_s"][0] == pytest.approx(100.0)
+    assert figures["spec_decode_tok_s"][0] == pytest.approx(200.0)
+    assert figures["speedup"][0] == pytest.approx(2.0)
+
+
 def test_a_failed_request_adds_nothing_to_either_arm():
     plain, spec = _runs([2.0, 2.0])
     spec.loc[1, "status"] = "failed"

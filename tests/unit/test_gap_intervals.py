@@ -142,6 +142,16 @@ def test_an_interval_is_withheld_below_the_prompts_its_kind_needs(monkeypatch):
     assert shown.str.contains(r"\[").sum() == len(shapley)
 
 
+def test_an_interval_is_shown_from_exactly_the_prompts_its_kind_needs(monkeypatch):
+    """6 prompts a content: a cell figure that needs 4 and a share that needs exactly 6 both show
+    their intervals and need nothing more."""
+    monkeypatch.setattr(intervals, "MIN_PROMPTS", {"speedup": 4, ("speedup", "shapley"): 6})
+    table, shares = analyse_cells(_loaded(*_design(6)), n_resamples=200)
+    assert table["speedup_needs_prompts"].eq(0).all() and table["speedup_low"].notna().all()
+    shapley = shares[(shares["figure"] == "speedup") & shares["share"].str.startswith("shapley")]
+    assert shapley["needs_prompts"].eq(0).all() and shapley["low"].notna().all()
+
+
 def test_needed_prompts_reads_the_table_by_share_kind(monkeypatch):
     monkeypatch.setattr(intervals, "MIN_PROMPTS", {("speedup", "one_at_a_time"): 24, ("speedup", "interaction"): 48})
     assert needed_prompts("speedup", "one_at_a_time:length") == 24
