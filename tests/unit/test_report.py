@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis.compare import compare_runs, format_comparison
+from harness.analysis.compare import compare_runs, format_comparison, length_edges
 from harness.analysis.roofline import RooflineInputs
 from harness.analysis.run import Run
 from harness.records.rundir import SCALE_LABEL
@@ -70,6 +70,20 @@ def test_compare_pairs_runs_of_the_same_workload_and_seed(two_runs):
     assert cand.loc[("decode_throughput_aggregate", "length_matched"), "value"] == pytest.approx(tput["value"])
     assert cand.loc[("accept_length_token_weighted", "value"), "value"] == pytest.approx(8 / 3)
     assert "+25.0%" in format_comparison(table)
+
+
+def test_the_length_matched_rows_follow_the_aggregate_throughput(two_runs):
+    cand = compare_runs(list(two_runs)).query("run_id == '20260101T000100Z-cand'")
+    keys = list(zip(cand["metric"], cand["stat"]))
+    at = keys.index(("decode_throughput_aggregate", "value"))
+    assert keys[at + 1:at + 3] == [("decode_throughput_aggregate", "length_matched"), ("length_match_coverage", "value")]
+
+
+def test_length_edges_are_each_runs_deciles_and_one_past_the_longest():
+    # The deciles of 1..10 sit at 1 + 0.9 k (numpy's linear method): 1, 1.9, ..., 10; then 11.
+    edges = length_edges(np.arange(1.0, 11.0), np.array([np.nan]))
+    assert edges == pytest.approx([1 + 0.9 * k for k in range(11)] + [11.0])
+    assert length_edges(np.array([np.nan]), np.array([])) == [0.0, 1.0]
 
 
 def test_compare_does_not_pair_different_seeds(two_runs, tmp_path):
