@@ -19,7 +19,9 @@ the requests whose arrival index is in `requests` (all when None) fail as `kind`
   a `NaN` literal, which Python's reader takes and JSON has not), then the stream ends;
 - `huge_field`: a normal stream whose final meta object carries HUGE_FIELD_CHARS of letters and digits
   in one word (SGLang's `meta_info`, OpenAI's `metrics`), as a server that attaches a trace would;
-- `trickle`: every GET (facts, models, metrics) answers one byte every TRICKLE_GAP_S, for TRICKLE_FOR_S.
+- `trickle`: every GET (facts, models, metrics) answers one byte every TRICKLE_GAP_S, for TRICKLE_FOR_S;
+- `held`: the stream's headers, then nothing until the client hangs up (at most HELD_FOR_S): a run
+  whose next request is held stays in flight for as long as a test needs, at any host speed.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ LIE_TOKENS = 10**9
 TRICKLE_GAP_S, TRICKLE_FOR_S = 0.2, 20.0
 CHUNKS_BEFORE_BREAK = 3
 KEEPALIVE_FOR_S = 30.0
+HELD = "held"
+HELD_FOR_S = 300.0
 DEEP_NESTING = 10_000
 HUGE_FIELD_CHARS = 2 * 2**20
 HUGE_WORD = "a1" * (HUGE_FIELD_CHARS // 2)  # one word of letters and digits, the adversarial shape for redaction
@@ -75,7 +79,7 @@ class _BrokenHandler(_Handler):
         self.received.append({"path": self.path, "authorization": self.headers.get("authorization")})
         self._kind = self.breakage.kind if self.breakage.applies(next(self.arrivals)) else None
         self._events = 0
-        if self._kind in ("http_503", "html_200", "keepalive", "echo_key", "gzip", "redirect_307"):
+        if self._kind in ("http_503", "html_200", "keepalive", "echo_key", "gzip", "redirect_307", HELD):
             self.rfile.read(int(self.headers["content-length"]))
             getattr(self, f"_{self._kind}")()
             return
@@ -149,6 +153,19 @@ class _BrokenHandler(_Handler):
 
     def _echo_key(self) -> None:
         self._json(401, {"error": {"message": f"invalid credentials: {self.headers.get('authorization')}"}})
+
+    def _held(self) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+        self.connection.settimeout(HELD_FOR_S)
+        try:
+            self.connection.recv(1)  # returns once the client hangs up (or says anything more)
+        except OSError:
+            pass
+        self.close_connection = True
 
     def _http_503(self) -> None:
         self._json(503, {"error": {"message": "Service Unavailable", "code": 503}})

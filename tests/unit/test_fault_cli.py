@@ -14,14 +14,13 @@ import pytest
 
 from harness.records.requests import load_requests
 from harness.records.rundir import load_manifest, load_record
-from tests.fakes.broken_server import NONE, Breakage, breaking
-from tests.fakes.stream_server import Script
+from tests.fakes.broken_server import HELD, NONE, Breakage, breaking
 
 pytestmark = pytest.mark.cli  # runs the command line in subprocesses: left out of `make test-quick`
 
 GSM8K = ["run", "gsm8k", "--limit", "6", "--max-new-tokens", "16", "--warmup", "0", "--no-progress",
          "--power-sample-ms", "0"]
-SLOW = Script(step_s=0.03)  # about half a second per request: a run can be killed in the middle
+KILLED_AT = 2  # the measured request a held server never answers: the run is killed while it waits
 
 
 def sparkbench(*args: str, cwd: Path, env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
@@ -34,25 +33,32 @@ def only_run(results: Path) -> Path:
     return run
 
 
+def held_after(records: int) -> Breakage:
+    """A server that answers the first `records` generate requests and holds the next one, so that a
+    run is still under way when `kill_after_records` kills it, however slow or fast the host."""
+    return Breakage(HELD, frozenset({records}))
+
+
 def kill_after_records(args: list[str], results: Path, records: int) -> Path:
-    """Start a run, kill -9 it once `records` requests are on disk; return its directory."""
+    """Start a run, kill -9 it once `records` requests are on disk (the server holds the next one:
+    `held_after`), and return its directory. The run must still be under way when it is killed."""
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=Path.cwd(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+    while proc.poll() is None:
         files = list(results.glob("*/requests.jsonl"))
         if files and len(files[0].read_text().splitlines()) >= records:
             break
         time.sleep(0.05)
+    assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before {records} records were on disk"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     return only_run(results)
 
 
 def test_kill_9_then_resume_gives_the_clean_runs_request_set(tmp_path):
-    with breaking(Breakage(NONE), SLOW) as url:
+    with breaking(held_after(KILLED_AT)) as url:
         results = tmp_path / "killed"
-        run = kill_after_records([*GSM8K, "--server", url, "--results", str(results)], results, records=2)
+        run = kill_after_records([*GSM8K, "--server", url, "--results", str(results)], results, records=KILLED_AT)
         assert load_record(run).seen_status == "stale"  # never "running" forever
         resumed = sparkbench(*GSM8K, "--server", url, "--results", str(results), "--resume", str(run),
                              cwd=Path.cwd())

@@ -26,7 +26,7 @@ from harness.records.rundir import load_record
 from tests.fakes.broken_server import BREAKAGES, HUGE_FIELD_CHARS, NONE, Breakage, breaking
 from tests.fakes.stream_server import Script
 from tests.unit.test_crash_consistency import Disk, filling
-from tests.unit.test_fault_cli import kill_after_records
+from tests.unit.test_fault_cli import held_after, kill_after_records
 from tests.unit.test_fault_tolerance import EXPECTED_KIND, run_against
 
 pytestmark = pytest.mark.cli  # runs the command line in subprocesses: left out of `make test-quick`
@@ -127,7 +127,7 @@ def _disk_full(folder: Path, monkeypatch) -> None:
 
 
 def _killed(folder: Path) -> None:
-    with breaking(Breakage(NONE), Script(step_s=0.03)) as url:
+    with breaking(held_after(2)) as url:
         kill_after_records(["run", "gsm8k", "--limit", "6", "--max-new-tokens", "16", "--warmup", "0",
                             "--no-progress", "--power-sample-ms", "0", "--server", url, "--results", str(folder)],
                            folder, records=2)
