@@ -24,7 +24,6 @@ from harness.errors import SparkbenchError
 from harness.records.requests import JSONL_NAME, json_lines, load_requests
 from harness.records.rundir import load_record
 from tests.fakes.broken_server import BREAKAGES, HUGE_FIELD_CHARS, NONE, Breakage, breaking
-from tests.fakes.stream_server import Script
 from tests.unit.test_crash_consistency import Disk, filling
 from tests.unit.test_fault_cli import held_after, kill_after_records
 from tests.unit.test_fault_tolerance import EXPECTED_KIND, run_against
