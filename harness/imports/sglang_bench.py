@@ -31,6 +31,17 @@ SCALARS = {"duration": "s", "completed": "count", "total_input_tokens": "tokens"
            "total_output_tokens_retokenized": "tokens", "request_throughput": "req/s", "input_throughput": "tok/s",
            "output_throughput": "tok/s", "total_throughput": "tok/s", "concurrency": "requests",
            "accept_length": "tokens/step", "max_output_tokens_per_s": "tok/s", "max_concurrent_requests": "count"}
+# `accept_length` is the server's `internal_states[0].avg_spec_accept_length` from /server_info, read by
+# `benchmark` in sglang/benchmark/serving.py after the run, only with an sglang backend (else null).
+# The server computes it in `_average_accept_length` (srt/managers/scheduler_components/internal_state.py)
+# from totals that `report_decode_stats` (metrics_reporter.py) adds to once every `decode_log_interval`
+# decode batches (40 by default), and that /flush_cache resets (the tool flushes after its warm-up with
+# --flush-cache).
+ACCEPT_DEFINITION = ("the server's avg_spec_accept_length (/server_info): tokens made by decode batches over "
+                     "request-steps (each batch counts its size), since the server started or its cache was last "
+                     "flushed (--flush-cache: after the tool's warm-up), counted only up to the last whole "
+                     "decode_log_interval (40 decode batches by default); the bonus token counted, the first "
+                     "(prefill) token not; token-weighted over every request the server ran in that time")
 
 
 class SglangResult(BaseModel):
@@ -64,7 +75,10 @@ def read_sglang(obj: dict[str, Any], where: str) -> Imported:
     server_version = (result.server_info or {}).get("version")
     workload = {"name": f"sglang-bench-serving-{result.dataset_name or 'unknown'}",
                 "input_tokens": result.random_input_len, "output_tokens": result.random_output_len}
-    return Imported(tool=TOOL, tool_version=None, definitions=DEFINITIONS, aggregates=aggregates(obj),
+    rows = aggregates(obj)
+    definitions = DEFINITIONS | ({"accept_length": ACCEPT_DEFINITION}
+                                 if any(row.metric == "accept_length" for row in rows) else {})
+    return Imported(tool=TOOL, tool_version=None, definitions=definitions, aggregates=rows,
                     requests=requests(result, where), workload=workload,
                     server_version=server_version if isinstance(server_version, str) else None)
 

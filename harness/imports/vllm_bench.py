@@ -30,6 +30,24 @@ SCALARS = {"duration": "s", "completed": "count", "failed": "count", "total_inpu
            "max_concurrent_requests": "count", "spec_decode_acceptance_rate": "percent",
            "spec_decode_acceptance_length": "tokens/round", "spec_decode_num_drafts": "count",
            "spec_decode_draft_tokens": "count", "spec_decode_accepted_tokens": "count"}
+# The tool's acceptance figures, as `benchmark` in vllm/benchmarks/serve.py computes them: deltas of the
+# server's `vllm:spec_decode_*_total` counters (`fetch_spec_decode_metrics`, summed over every label
+# set) read from /metrics just before the first measured request and just after the last (its initial
+# test prompt and warm-ups are outside), so the whole server's traffic in that window. In the file only
+# when the server exports the counters and proposed drafts in the window.
+SPEC_DEFINITIONS = {
+    "spec_decode_acceptance_length": "1 + accepted / drafts over the run, from the server's /metrics counter "
+                                     "deltas: drafts counts only the steps that proposed a draft; the bonus token "
+                                     "counted; token-weighted",
+    "spec_decode_acceptance_rate": "100 * accepted / draft tokens over the run (counter deltas), percent; "
+                                   "no bonus token",
+    "spec_decode_per_position_acceptance_rate": "accepted at draft position k / drafts over the run (counter "
+                                                "deltas): unconditional, position_1 is the first draft token",
+    "spec_decode_num_drafts": "drafting steps in the run (counter delta)",
+    "spec_decode_draft_tokens": "draft tokens proposed in the run (counter delta)",
+    "spec_decode_accepted_tokens": "draft tokens accepted in the run (counter delta)",
+}
+PER_POSITION = "spec_decode_per_position_acceptance_rates"
 
 
 class VllmResult(BaseModel):
@@ -60,13 +78,17 @@ def read_vllm(obj: dict[str, Any], where: str) -> Imported:
         result = VllmResult.model_validate(obj)
     except ValidationError as exc:
         raise first_problem(exc, where) from None
-    return Imported(tool=TOOL, tool_version=None, definitions=DEFINITIONS, aggregates=aggregates(obj),
+    rows = aggregates(obj)
+    kept = {row.metric for row in rows}
+    definitions = DEFINITIONS | {key: text for key, text in SPEC_DEFINITIONS.items() if key in kept}
+    return Imported(tool=TOOL, tool_version=None, definitions=definitions, aggregates=rows,
                     requests=requests(result, where),
                     workload={"name": "vllm-bench-serve", "num_prompts": result.num_prompts})
 
 
 def aggregates(obj: dict[str, Any]) -> list[Aggregate]:
-    """The latency families by key pattern (mean, median, std, pNN) and the known scalars."""
+    """The latency families by key pattern (mean, median, std, pNN), the known scalars, and the
+    speculative-decoding figures where the server exported its counters (per position as its own rows)."""
     rows = []
     for key, value in obj.items():
         number, match = finite(value), FAMILY_KEY.match(key)
@@ -77,6 +99,10 @@ def aggregates(obj: dict[str, Any]) -> list[Aggregate]:
             rows.append(Aggregate(FAMILIES[match[2]], f"tool_{stat}", number, "ms", key))
         elif key in SCALARS:
             rows.append(Aggregate(key, "tool_value", number, SCALARS[key], key))
+    positions = obj.get(PER_POSITION)
+    if isinstance(positions, list):  # a fraction per draft position, the first draft first
+        rows += [Aggregate("spec_decode_per_position_acceptance_rate", f"position_{k}", number, "fraction",
+                           PER_POSITION) for k, value in enumerate(positions, 1) if (number := finite(value)) is not None]
     return rows
 
 
