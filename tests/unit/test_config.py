@@ -35,7 +35,7 @@ def test_left_out_options_take_the_scale_default():
     published = build("synthetic", {"seed": 3}, reduced=False, model_dir=None).config
     reduced = build("synthetic", {"seed": 3, "num_prompts": 2}, reduced=True, model_dir=None).config
     assert (published.num_prompts, published.input_tokens, published.output_tokens) == (10, 32_768, 2_048)
-    assert (reduced.num_prompts, reduced.input_tokens, reduced.output_tokens, reduced.seed) == (2, 8_192, 512, 3)
+    assert (reduced.num_prompts, reduced.input_tokens, reduced.output_tokens, reduced.seed) == (2, 8_192, 256, 3)
     everything = build("gsm8k", {}, reduced=False, model_dir=None).config
     assert (everything.limit, everything.max_new_tokens, everything.temperature) == (None, 32_768, 0.6)
     assert build("gsm8k", {}, reduced=True, model_dir=None).config.limit == 20
@@ -43,7 +43,7 @@ def test_left_out_options_take_the_scale_default():
 
 def test_the_command_line_states_the_models_defaults_and_bounds():
     help_text = " ".join(CliRunner().invoke(app, ["run", "synthetic", "--help"]).output.split())
-    assert "Measured requests. [published: 10; embedded test bed: 8]" in help_text
+    assert "Measured requests. [published: 10; embedded test bed: 4]" in help_text
     help_text = " ".join(CliRunner().invoke(app, ["run", "gsm8k", "--help"]).output.split())
     assert f"[default: {GSM8KConfig.model_fields['top_k'].default}]" in help_text
     assert "0.0<=x<=1.0" in help_text  # --top-p bounds, from the model
@@ -54,7 +54,7 @@ def test_the_manifest_records_the_resolved_config():
     backend = SimpleNamespace(engine="sglang", name="sglang")
     manifest = run_manifest(Target(base_url="http://x"), backend, {}, {"name": "synthetic"}, plan,
                             RunOptions(base_url="http://x", warmup=0))
-    assert manifest["workload_config"] == {"num_prompts": 2, "input_tokens": 8_192, "output_tokens": 512,
+    assert manifest["workload_config"] == {"num_prompts": 2, "input_tokens": 8_192, "output_tokens": 256,
                                            "input_len_dist": None, "output_len_dist": None, "seed": 0,
                                            "salt": None, "tokenizer": None}
     assert manifest["options"] == {"warmup": 0, "concurrency": 1, "processes": 1, "request_timeout_s": 900.0,
