@@ -69,7 +69,11 @@ def test_compare_pairs_runs_of_the_same_workload_and_seed(two_runs):
     assert tput["ci95_low"] == pytest.approx(0.25) and tput["ci95_high"] == pytest.approx(0.25)
     assert cand.loc[("decode_throughput_aggregate", "length_matched"), "value"] == pytest.approx(tput["value"])
     assert cand.loc[("accept_length_token_weighted", "value"), "value"] == pytest.approx(8 / 3)
-    assert "+25.0%" in format_comparison(table)
+    assert cand["paired"].eq(True).all() and cand["n"].eq(6).all()  # every row says how it was compared
+    text = format_comparison(table)
+    assert "+25.0%" in text and "[+25.0, +25.0]%" in text
+    assert "[20260101T000000Z-base] (baseline, n=6," in text
+    assert "[20260101T000100Z-cand] (paired by prompt_id, n=6," in text
 
 
 def test_the_length_matched_rows_follow_the_aggregate_throughput(two_runs):
@@ -141,6 +145,7 @@ def test_gsm8k_accuracy_change_with_exact_mcnemar(tmp_path):
     assert row["change"] == pytest.approx(0.25) and row["change_kind"] == "difference"
     assert row["ci95_low"] < 0.25 < row["ci95_high"]
     assert row["p_value"] == pytest.approx(2 * (1 + 7) / 2**7)  # 2 * P(Binomial(7, 1/2) <= 1)
+    assert "+25.0 pp" in format_comparison(compare_runs([base, cand]))  # a difference, in percentage points
 
 
 def test_every_figure_is_a_valid_png_or_svg(two_runs, tmp_path):
