@@ -200,6 +200,38 @@ def test_tail_certified_matches_mlperf_minimums(q, minimum):
     assert not tail_certified(minimum - 1, q)
 
 
+# ---- speculation -----------------------------------------------------------------------------
+
+def test_run_accept_lengths_weigh_requests_by_their_rounds_or_alike():
+    import warnings
+
+    from harness.metrics.speculative import accept_length_request_weighted, accept_length_token_weighted
+
+    # Tokens: 2 x 5, 3 x 10 and 5 x 1 over 16 rounds = 45 / 16; the request without rounds, and the
+    # one of 0 rounds, add nothing. Request-weighted: the mean of 2, 3, 5 and the 4 of no rounds.
+    derived = pd.DataFrame({"accept_length": [2.0, 3.0, np.nan, 4.0, 5.0],
+                            "verify_rounds": [5.0, 10.0, np.nan, 0.0, 1.0]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the request of 0 rounds is left out, not divided by
+        assert accept_length_token_weighted(derived) == pytest.approx(45 / 16)
+    assert accept_length_request_weighted(derived) == pytest.approx(3.5)
+    none = pd.DataFrame({"accept_length": [np.nan], "verify_rounds": [np.nan]})
+    assert math.isnan(accept_length_token_weighted(none)) and math.isnan(accept_length_request_weighted(none))
+
+
+def test_tokens_per_step_take_the_servers_steps_else_the_streams_chunks_without_a_warning():
+    import warnings
+
+    from harness.metrics.speculative import tokens_per_step
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a request without server steps divides by nothing
+        values, sources = tokens_per_step(np.array([10.0, 8.0, 6.0, 4.0]), np.array([5.0, 0.0, 1.0, 0.0]),
+                                          np.array([np.nan, 2.0, 3.0, np.nan]))
+    assert values[:3].tolist() == [2.0, 2.0, 6.0] and math.isnan(values[3])
+    assert sources == ["server_steps", "stream_chunks", "server_steps", None]
+
+
 # ---- summary --------------------------------------------------------------------------------
 
 def test_decode_throughput_counts_only_requests_with_two_tokens_and_a_decode_time():
