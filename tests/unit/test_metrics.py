@@ -207,10 +207,11 @@ def test_run_accept_lengths_weigh_requests_by_their_rounds_or_alike():
 
     from harness.metrics.speculative import accept_length_request_weighted, accept_length_token_weighted
 
-    # Tokens: 2 x 5, 3 x 10 and 5 x 1 over 16 rounds = 45 / 16; the request without rounds, and the
-    # one of 0 rounds, add nothing. Request-weighted: the mean of 2, 3, 5 and the 4 of no rounds.
-    derived = pd.DataFrame({"accept_length": [2.0, 3.0, np.nan, 4.0, 5.0],
-                            "verify_rounds": [5.0, 10.0, np.nan, 0.0, 1.0]})
+    # Tokens: 2 x 5, 3 x 10 and 5 x 1 over 16 rounds = 45 / 16; the requests without rounds, of 0
+    # rounds, or of rounds without a length add nothing. Request-weighted: the mean of 2, 3, 5 and
+    # the 4 of no rounds.
+    derived = pd.DataFrame({"accept_length": [2.0, 3.0, np.nan, 4.0, 5.0, np.nan],
+                            "verify_rounds": [5.0, 10.0, np.nan, 0.0, 1.0, 3.0]})
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the request of 0 rounds is left out, not divided by
         assert accept_length_token_weighted(derived) == pytest.approx(45 / 16)
