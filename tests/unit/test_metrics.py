@@ -216,8 +216,12 @@ def test_run_accept_lengths_weigh_requests_by_their_rounds_or_alike():
         warnings.simplefilter("error")  # the request of 0 rounds is left out, not divided by
         assert accept_length_token_weighted(derived) == pytest.approx(45 / 16)
     assert accept_length_request_weighted(derived) == pytest.approx(3.5)
+    one_round = pd.DataFrame({"accept_length": [3.0], "verify_rounds": [1.0]})
+    assert accept_length_token_weighted(one_round) == 3.0
     none = pd.DataFrame({"accept_length": [np.nan], "verify_rounds": [np.nan]})
-    assert math.isnan(accept_length_token_weighted(none)) and math.isnan(accept_length_request_weighted(none))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no rounds: NaN, not 0 / 0
+        assert math.isnan(accept_length_token_weighted(none)) and math.isnan(accept_length_request_weighted(none))
 
 
 def test_tokens_per_step_take_the_servers_steps_else_the_streams_chunks_without_a_warning():
