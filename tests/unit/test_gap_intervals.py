@@ -152,6 +152,28 @@ def test_an_interval_is_shown_from_exactly_the_prompts_its_kind_needs(monkeypatc
     assert shapley["needs_prompts"].eq(0).all() and shapley["low"].notna().all()
 
 
+def test_the_prompts_each_kind_needs_are_what_the_coverage_simulation_measured():
+    """docs/gap.md's coverage table, read back: for every kind, the fewest prompts from which every
+    simulated size covers at least 90% is its last column and `MIN_PROMPTS`; the largest size
+    simulated is `LARGEST_SIMULATED`."""
+    from pathlib import Path
+
+    lines = (Path(__file__).resolve().parents[2] / "docs" / "gap.md").read_text(encoding="utf-8").splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| interval (figure / share kind) |"))
+    sizes = [int(cell.split()[0]) for cell in lines[header].strip("|").split("|")[2:-1]]
+    measured = {}
+    for line in lines[header + 2:]:
+        if not line.startswith("|"):
+            break
+        kind, _, *coverage, stated = [cell.strip() for cell in line.strip("|").split("|")]
+        figure, _, share = kind.partition(" / ")
+        covered = [float(c) >= 0.90 for c in coverage]
+        fewest = next(size for i, size in enumerate(sizes) if all(covered[i:]))
+        assert int(stated) == fewest, kind
+        measured[(figure, share) if share else figure] = fewest
+    assert measured == intervals.MIN_PROMPTS and max(sizes) == intervals.LARGEST_SIMULATED
+
+
 def test_needed_prompts_reads_the_table_by_share_kind(monkeypatch):
     monkeypatch.setattr(intervals, "MIN_PROMPTS", {("speedup", "one_at_a_time"): 24, ("speedup", "interaction"): 48})
     assert needed_prompts("speedup", "one_at_a_time:length") == 24
