@@ -174,6 +174,17 @@ def test_the_prompts_each_kind_needs_are_what_the_coverage_simulation_measured()
     assert measured == intervals.MIN_PROMPTS and max(sizes) == intervals.LARGEST_SIMULATED
 
 
+def test_a_content_of_two_prompts_has_an_interval_and_of_one_none():
+    values = np.array([1.0, 3.0])
+
+    def mean(positions: np.ndarray, axis: int = -1) -> np.ndarray:
+        return values[positions].mean(axis=-1)[None]
+
+    assert intervals.bootstrap_intervals(mean, {"synthetic": 2}, n_resamples=500) == ([2.0], [1.0], [3.0])
+    point, low, high = intervals.bootstrap_intervals(mean, {"synthetic": 1}, n_resamples=500)
+    assert point.tolist() == [1.0] and np.isnan(low).all() and np.isnan(high).all()
+
+
 def test_needed_prompts_reads_the_table_by_share_kind(monkeypatch):
     monkeypatch.setattr(intervals, "MIN_PROMPTS", {("speedup", "one_at_a_time"): 24, ("speedup", "interaction"): 48})
     assert needed_prompts("speedup", "one_at_a_time:length") == 24
