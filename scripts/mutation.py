@@ -7,8 +7,8 @@ printed per module.
 
 A mutant is killed when its tests fail (or time out), survives when they pass; a mutant whose
 tests cannot start counts as neither. Survivors are listed with their file, line and operator.
-Mutants inside a function's annotations (`str | None` made `str + None`) are left out before any
-test runs, and counted: in a module with `from __future__ import annotations` an annotation is
+Mutants inside a function's annotations (`str | None` made `str + None`), or a module-level
+variable's, are left out before any test runs, and counted: in a module with `from __future__ import annotations` an annotation is
 never evaluated, so such a mutant is equivalent (a module that hands its annotations to typer or
 pydantic's `validate_call` keeps them).
 
@@ -54,15 +54,18 @@ def committed_tree(into: Path) -> None:
 
 
 def annotation_spans(path: Path) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """(start, end) of every function annotation in `path`, as (line, column); none where the
-    module evaluates its annotations (no `from __future__ import annotations`, or typer/pydantic)."""
+    """(start, end) of every function annotation and module-level variable annotation in `path`, as
+    (line, column); none where the module evaluates its annotations (no `from __future__ import
+    annotations`, or typer/pydantic)."""
     source = path.read_text(encoding="utf-8")
     tree = ast.parse(source)
     future = any(isinstance(node, ast.ImportFrom) and node.module == "__future__"
                  and any(alias.name == "annotations" for alias in node.names) for node in tree.body)
     if not future or "typer" in source or "validate_call" in source:
         return []
-    spans = []
+    spans = [((node.annotation.lineno, node.annotation.col_offset),  # module-level `NAME: TYPE = ...`
+              (node.annotation.end_lineno, node.annotation.end_col_offset))
+             for node in tree.body if isinstance(node, ast.AnnAssign)]
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             args = node.args
