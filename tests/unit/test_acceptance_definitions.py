@@ -13,8 +13,10 @@ from harness.analysis.run import Run
 from harness.analysis.shapes import compare_by_shape
 from harness.metrics.acceptance import (
     definition_values,
+    histogram_accept_length,
     position_table,
     position_values,
+    tokens_per_step_shares,
     unconditional_acceptance_by_position,
 )
 from harness.metrics.catalogue import CATALOGUE, DEFINITION
@@ -107,3 +109,21 @@ def test_the_report_sets_the_histogram_beside_both_rates_per_category(run):
     shown = definitions.set_index("metric")["value"]
     assert shown["draft_acceptance_rate_token_weighted"] == f"{14 / 36:.4g}"
     assert "## Acceptance" in acceptance_markdown(blocks)
+
+
+def test_requests_without_rounds_or_drafts_are_left_out_without_a_warning():
+    """A request of 0 rounds is left out of every figure, and one of 0 proposed drafts out of the
+    draft rates: kept are 2 accepted in 2 rounds of 4 drafts and 1 in 1 round, so the lengths are
+    2.0 whichever way they are weighted, and the draft rates 2 / 4 from the first alone."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        values = definition_values([2.0, 3.0, 1.0], [2.0, 0.0, 1.0], [4.0, 3.0, 0.0])
+        assert values["mean_acceptance_length_request_weighted"] == pytest.approx((2.0 + 2.0) / 2)
+        assert values["mean_acceptance_length_token_weighted"] == pytest.approx(1 + 3 / 3)
+        assert values["draft_acceptance_rate_request_weighted"] == 0.5
+        assert values["draft_acceptance_rate_token_weighted"] == 0.5
+        assert all(math.isnan(v) for v in definition_values([0.0], [0.0], [0.0]).values())
+        assert math.isnan(histogram_accept_length([0, 0, 0]))
+        assert all(math.isnan(v) for v in tokens_per_step_shares([0, 0, 0])) and len(tokens_per_step_shares([0, 0])) == 2
