@@ -22,7 +22,7 @@ from harness.metrics.acceptance import (
     tokens_per_step_shares,
 )
 from harness.metrics.along_output import accept_length_by_position
-from harness.metrics.speedup import request_tok_s, speedup_aggregate, speedup_mean_of_requests
+from harness.metrics.speedup import request_time_parts, request_tok_s, speedup_aggregate, speedup_mean_of_requests
 from harness.records.entries import ServerCounters
 from tests.unit.conftest import build_record, to_frame
 
@@ -143,3 +143,12 @@ def test_speedups_the_spec_bench_way_and_the_aggregate_way():
 def test_records_keep_each_requests_raw_histogram():
     record = _bigram_record(0, 33)
     assert json.loads(record.meta_info_json)["spec_correct_drafts_histogram"] == [0, 0, 0, 8]
+
+
+def test_request_time_parts_are_tokens_and_seconds_of_requests_with_both():
+    """e2e in ms made seconds; a request without tokens, without an e2e, or of no time adds nothing."""
+    import pandas as pd
+
+    derived = pd.DataFrame({"completion_tokens": [10.0, np.nan, 5.0, 7.0], "e2e_ms": [500.0, 100.0, 0.0, np.nan]})
+    tokens, seconds = request_time_parts(derived)
+    assert tokens.tolist() == [10.0, 0.0, 0.0, 0.0] and seconds.tolist() == [0.5, 0.0, 0.0, 0.0]
