@@ -18,6 +18,10 @@ run_app = typer.Typer(help="Run a workload against a server and record every req
 app.add_typer(run_app, name="run")
 
 
+# typer turns a KeyboardInterrupt inside a command into this exit code, silently: read as Ctrl-C.
+TYPER_INTERRUPTED = 130
+
+
 def _terminate_as_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt  # SIGTERM ends a run like Ctrl-C: records kept, servers stopped
 
@@ -36,9 +40,9 @@ def asks_for_help(exc: typer.TyperException) -> bool:
 
 
 def main() -> None:
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is KeyboardInterrupt from here on
-    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
-    try:
+    try:  # the handlers are swapped inside: a Ctrl-C that lands between the two is caught below too
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is KeyboardInterrupt from here on
+        signal.signal(signal.SIGTERM, _terminate_as_interrupt)
         # Not standalone: the parser's usage errors reach us, so they print as one line like every other.
         outcome = app(standalone_mode=False)
     except typer.TyperException as exc:
@@ -54,4 +58,7 @@ def main() -> None:
     except OSError as exc:  # a file the user named cannot be read or written: say which and why
         print(f"sparkbench: {redact(describe_os_error(exc))}", file=sys.stderr)
         sys.exit(SparkbenchError.exit_code)
+    if outcome == TYPER_INTERRUPTED:  # Ctrl-C inside a command, before its own handling of it
+        print("sparkbench: interrupted", file=sys.stderr)
+        sys.exit(1)
     sys.exit(outcome if isinstance(outcome, int) else 0)  # a command's typer.Exit code, else done

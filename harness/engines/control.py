@@ -82,8 +82,11 @@ class BoundedClient:
         return self._request("POST", url, **kwargs)
 
     def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
-        answer = bounded_request(self._client, method, url, **kwargs)
-        return self._loop.run_until_complete(within(self.deadline_s, url, answer))
+        task = self._loop.create_task(within(self.deadline_s, url, bounded_request(self._client, method, url, **kwargs)))
+        # A Ctrl-C inside the request leaves this loop before the task ends; the task's exception is
+        # taken when it does end, so it is not reported on stderr as one never retrieved.
+        task.add_done_callback(lambda done: done.cancelled() or done.exception())
+        return self._loop.run_until_complete(task)
 
     def close(self) -> None:
         """Close the client, then let what a stopped request left on the loop (an answer's byte

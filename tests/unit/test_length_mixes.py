@@ -79,7 +79,7 @@ def test_an_empirical_file_row_that_is_no_length_is_named(tmp_path):
 
 def test_a_drawn_length_takes_no_scale_default_and_the_spec_names_the_mix():
     config = config_of("synthetic", {"input_len_dist": "uniform:20,40"}).at_scale(reduced=True)
-    assert config.input_tokens is None and config.output_tokens == 512
+    assert config.input_tokens is None and config.output_tokens == 256
     assert config.input_len_dist == "uniform:20,40"
 
 

@@ -6,6 +6,7 @@ report, no traceback), the template before any server is asked."""
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -83,10 +84,23 @@ def test_a_gzip_bomb_on_the_control_plane_is_one_line(backend, tmp_path):
 IMPORTED = ["harness", "typer", "harness.cli.app", "harness.cli.run", "harness.cli"]
 
 
+@contextmanager
+def silent_server() -> Iterator[str]:
+    """A port that takes connections and never answers: a command asking it waits, so the Ctrl-C
+    lands while the command is still under way, however late a busy host delivers it (a refused
+    port let a fast command end first, and the signal then hit the interpreter's shutdown)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
 @pytest.mark.parametrize("module", IMPORTED)
 def test_ctrl_c_while_the_command_line_imports_is_one_line(module):
-    command = [sys.executable, "-X", "importtime", "-m", "harness.cli", "run", "gsm8k", "--server",
-               "http://127.0.0.1:1"]
+    with silent_server() as url:
+        _ctrl_c_after_import(module, url)
+
+
+def _ctrl_c_after_import(module: str, url: str) -> None:
+    command = [sys.executable, "-X", "importtime", "-m", "harness.cli", "run", "gsm8k", "--server", url]
     child = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     said = []
     for line in child.stderr:  # `-X importtime` writes a line as each import ends
@@ -120,3 +134,18 @@ def test_a_chat_template_that_cannot_render_is_refused_before_any_server_is_aske
     (line,) = done.stderr.splitlines()  # was: exit 1, numpy warnings, a failed run and a --resume hint
     assert line.startswith("sparkbench: the chat template") and said in line
     assert seen == [] and not Path(results).exists()
+
+
+def test_ctrl_c_while_a_command_waits_on_the_server_is_one_line():
+    """Once the command is at work (it has connected to a server that never answers), Ctrl-C is the
+    same one line and exit 1: typer turns it into a silent exit 130 unless the command line reads it."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(120)
+        child = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "gsm8k", "--server",
+                                  f"http://127.0.0.1:{listener.getsockname()[1]}"], stderr=subprocess.PIPE, text=True)
+        connection, _ = listener.accept()  # the command is asking the server: it is past its imports
+        with connection:
+            child.send_signal(signal.SIGINT)
+            said = child.stderr.read()
+            assert child.wait(timeout=60) == 1
+    assert said == "sparkbench: interrupted\n"
