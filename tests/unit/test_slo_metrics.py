@@ -173,3 +173,29 @@ def test_the_report_shows_open_loop_and_slo_figures_and_marks_the_windows(tmp_pa
     assert "open_loop_timeline.png" in md_path.read_text(encoding="utf-8")
     timeline = next((tmp_path / "report").rglob("open_loop_timeline.svg")).read_text(encoding="utf-8")
     assert "warmup window (left out)" in timeline and "cooldown window (left out)" in timeline
+
+
+def test_goodput_parts_share_the_span_among_the_requests():
+    """Four requests over 8 s, three met: each holds 8 / 4 = 2 s of the span, so the sums give 3 / 8
+    requests a second; a run without an ok request has no span to share."""
+    import pandas as pd
+
+    from harness.metrics.slo import goodput_parts
+
+    judged = pd.DataFrame({"status": ["ok"] * 4, "sent_ns": [0, 2 * 10**9, 4 * 10**9, 6 * 10**9],
+                           "end_ns": [2 * 10**9, 4 * 10**9, 6 * 10**9, 8 * 10**9],
+                           "slo_met": [True, False, True, True]})
+    met, share = goodput_parts(judged)
+    assert met.tolist() == [1.0, 0.0, 1.0, 1.0] and share.tolist() == [2.0] * 4
+    met, share = goodput_parts(judged.assign(status="error"))
+    assert share.tolist() == [0.0] * 4
+
+
+def test_tpot_is_judged_from_two_tokens_and_a_table_without_status_is_all_ok():
+    import pandas as pd
+
+    from harness.metrics.slo import figure_met
+
+    derived = pd.DataFrame({"tpot_ms": [80.0, 80.0, np.nan], "completion_tokens": [2.0, 3.0, 1.0]})
+    assert figure_met(derived, "tpot", 50.0).tolist() == [False, False, True]  # one token: no decode
+    assert figure_met(derived, "tpot", 100.0).tolist() == [True, True, True]
