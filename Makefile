@@ -100,6 +100,7 @@ MUTATION_MODULES ?= harness/metrics/latency.py=tests/unit/test_metrics.py,tests/
 	harness/metrics/speculative.py=tests/unit/test_metrics.py,tests/unit/test_gap.py \
 	harness/metrics/acceptance.py=tests/unit/test_acceptance.py,tests/unit/test_acceptance_definitions.py \
 	harness/metrics/speedup.py=tests/unit/test_acceptance.py \
+	harness/metrics/slo.py=tests/unit/test_slo_metrics.py \
 	harness/analysis/stats.py=tests/unit/test_stats.py \
 	harness/analysis/compare.py=$(MUTATION_COMPARE_TESTS) \
 	harness/gap/analysis.py=tests/unit/test_gap.py,tests/unit/test_gap_intervals.py,tests/unit/test_gap_report.py \
