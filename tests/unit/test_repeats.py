@@ -111,3 +111,17 @@ def test_repeat_runs_the_request_set_n_times_on_one_server_each_a_run_of_its_own
 def test_a_resumed_run_is_never_repeated():
     with pytest.raises(ValueError, match="--resume continues one run"):
         RunRequest(repeat=2, resume="results/x")
+
+
+def test_a_candidate_whose_id_sorts_before_the_baselines_gets_the_repetitions_too(tmp_path):
+    base = repeated(tmp_path, "late", [10.0, 7.0, 13.0])
+    cand = repeated(tmp_path, "early", [9.0, 6.5, 12.0])  # "early" sorts before "late"
+    table = compare_repeated([base[0], cand[0]], base[0].run_id).set_index(["run_id", "metric", "stat"])
+    assert table.loc[(cand[0].run_id, *DECODE), "interval"] == "repetitions 3 vs 3"
+
+
+def test_the_half_width_is_a_fraction_of_the_point_whatever_its_sign():
+    from harness.analysis.repeats import _halfwidth_rel
+
+    assert _halfwidth_rel(10.0, 8.0, 13.0) == 0.25 and _halfwidth_rel(-10.0, -13.0, -8.0) == 0.25
+    assert np.isnan(_halfwidth_rel(0.0, -1.0, 1.0)) and np.isnan(_halfwidth_rel(5.0, np.nan, np.nan))
