@@ -125,3 +125,14 @@ def test_the_half_width_is_a_fraction_of_the_point_whatever_its_sign():
 
     assert _halfwidth_rel(10.0, 8.0, 13.0) == 0.25 and _halfwidth_rel(-10.0, -13.0, -8.0) == 0.25
     assert np.isnan(_halfwidth_rel(0.0, -1.0, 1.0)) and np.isnan(_halfwidth_rel(5.0, np.nan, np.nan))
+
+
+def test_two_repetitions_each_are_enough_for_the_spread_and_the_mean_is_the_value(tmp_path):
+    base = repeated(tmp_path, "base", [10.0, 12.0])
+    cand = repeated(tmp_path, "cand", [8.0, 9.0])
+    table = compare_repeated([base[0], cand[0]], base[0].run_id).set_index(["run_id", "metric", "stat"])
+    row = table.loc[(cand[0].run_id, *DECODE)]
+    values = [r.speed.set_index(["metric", "stat"]).loc[DECODE, "value"] for r in cand]
+    assert row["interval"] == "repetitions 2 vs 2" and row["value"] == pytest.approx(np.mean(values))
+    assert repetition_table(cand).set_index(["metric", "stat"]).loc[DECODE, "sd"] == pytest.approx(
+        np.std(values, ddof=1))
