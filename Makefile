@@ -102,6 +102,7 @@ MUTATION_MODULES ?= harness/metrics/latency.py=tests/unit/test_metrics.py,tests/
 	harness/metrics/speedup.py=tests/unit/test_acceptance.py \
 	harness/metrics/slo.py=tests/unit/test_slo_metrics.py \
 	harness/analysis/stats.py=tests/unit/test_stats.py \
+	harness/analysis/repeats.py=tests/unit/test_repeats.py \
 	harness/analysis/compare.py=$(MUTATION_COMPARE_TESTS) \
 	harness/gap/analysis.py=tests/unit/test_gap.py,tests/unit/test_gap_intervals.py,tests/unit/test_gap_report.py \
 	harness/gap/intervals.py=tests/unit/test_gap_intervals.py \
