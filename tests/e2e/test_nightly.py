@@ -53,8 +53,8 @@ def nightly(config: Path, *extra: str) -> subprocess.CompletedProcess:
                           env={**os.environ, SETUP_PIDS_ENV: f"{os.environ.get(SETUP_PIDS_ENV, '')} {os.getpid()}"})
 
 
-def synthetic(model_dir: Path, prompts: int = 4, output_tokens: int = 64) -> dict:
-    return {"name": "synthetic", "options": {"num_prompts": prompts, "input_tokens": 512,
+def synthetic(model_dir: Path, prompts: int = 4, output_tokens: int = 64, input_tokens: int = 512) -> dict:
+    return {"name": "synthetic", "options": {"num_prompts": prompts, "input_tokens": input_tokens,
                                              "output_tokens": output_tokens, "seed": 0, "tokenizer": str(model_dir)}}
 
 
@@ -129,16 +129,17 @@ def test_uncertified_p95_is_reported_but_not_gated(nights):
 
 @pytest.fixture(scope="module")
 def slowdown(sglang_server, tmp_path_factory):
-    """A baseline pinned at 16 output tokens per request; the nights then ask for 160 on the same
-    server, so each request really takes several times as long (e2e latency): a burst of foreign
-    load that slows the baseline's run (three times, with 2 busy workers on 2 cores) still leaves it
-    far past the 50% threshold. So large a change needs no 20 requests to be seen: these nights
-    gate means of 4 (`FEW`)."""
+    """A baseline pinned at 2 output tokens of a 64-token prompt; the nights then ask for 192 of the
+    same prompts on the same server, so each request takes dozens of times as long (e2e latency): a
+    request of the night decodes 96 times the baseline's tokens, so foreign load would have to slow
+    the baseline's run some fifty-fold to hide it (a pin taken while other jobs held both cores was
+    seen 4-7 times slower, and 16 against 160 tokens then left the change's interval touching zero).
+    So large a change needs no 20 requests to be seen: these nights gate means of 4 (`FEW`)."""
     folder = tmp_path_factory.mktemp("slowdown")
-    pin = nightly(write_config(folder, sglang_server.base_url, [synthetic(sglang_server.model_dir, output_tokens=16)],
+    pin = nightly(write_config(folder, sglang_server.base_url, [synthetic(sglang_server.model_dir, output_tokens=2, input_tokens=64)],
                                name="pin", busy_limits=NEVER_BUSY))
     assert pin.returncode == PASS, pin.stdout + pin.stderr
-    return folder, [synthetic(sglang_server.model_dir, output_tokens=160)]
+    return folder, [synthetic(sglang_server.model_dir, output_tokens=192, input_tokens=64)]
 
 
 def latest_verdicts(folder: Path) -> pd.DataFrame:
