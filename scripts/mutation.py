@@ -31,6 +31,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from io import BytesIO
 from pathlib import Path
 
@@ -44,6 +45,10 @@ test-command = "{python} -m pytest -x -q -p no:cacheprovider {tests}"
 [cosmic-ray.distributor]
 name = "local"
 """
+
+
+class CosmicRayFailed(RuntimeError):
+    """A cosmic-ray step failed for one module (its baseline tests fail, say): that module is not measured."""
 
 
 def committed_tree(into: Path) -> None:
@@ -126,7 +131,7 @@ def mutate(cosmic_ray: str, module: str, tests: list[str], timeout: float, sampl
         def cr(*args: str) -> str:
             done = subprocess.run([cosmic_ray, *args], cwd=work, capture_output=True, text=True)
             if done.returncode != 0:
-                raise SystemExit(f"cosmic-ray {args[0]} failed for {module}:\n{done.stdout}\n{done.stderr}")
+                raise CosmicRayFailed(f"cosmic-ray {args[0]} failed:\n{done.stdout}\n{done.stderr}")
             return done.stdout
 
         cr("init", "cr.toml", "session.sqlite")
@@ -156,28 +161,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds one mutant's tests may take")
     parser.add_argument("--sample", type=int, help="run a seeded random sample of this many mutants a module")
     parser.add_argument("--seed", type=int, default=0, help="the sample's seed")
+    parser.add_argument("--jobs", type=int, default=1, help="modules mutated at once [1]")
     parser.add_argument("modules", nargs="+", help="MODULE=TEST[,TEST...]: a file or package and its tests")
     args = parser.parse_args(argv)
-    rows = []
+    specs = []
     for spec in args.modules:
         module, _, tests = spec.partition("=")
         if not tests:
             parser.error(f"{spec}: name the tests after '='")
+        specs.append((module, tests.split(",")))
+
+    def one(module: str, tests: list[str]) -> list[str]:
         started = time.monotonic()
-        row = mutate(args.cosmic_ray, module, tests.split(","), args.timeout, args.sample, args.seed)
-        scored = row["killed"] + row["survived"]
-        rate = row["killed"] / scored if scored else float("nan")
-        sampled = ""
-        if row.get("not sampled"):
-            low, high = wilson(row["killed"], scored)
-            sampled = f" in a sample (95% interval {low:.1%} to {high:.1%}; {row['not sampled']} not sampled)"
-        print(f"{module}: {row['killed']}/{scored} mutants killed ({rate:.1%}){sampled}, "
-              f"{row['incompetent']} incompetent, {row['annotation']} in annotations left out, "
-              f"{time.monotonic() - started:.0f} s")
-        for survivor in row["survivors"]:
-            print(f"  survived: {survivor}")
-        rows.append(row)
+        try:
+            row = mutate(args.cosmic_ray, module, tests, args.timeout, args.sample, args.seed)
+        except CosmicRayFailed as failed:  # the other modules still run
+            return [f"{module}: not measured: {failed}"]
+        return report(row, time.monotonic() - started)
+
+    # Each module's mutants run one after another in a copy of its own, so modules run side by side;
+    # each is printed as it ends.
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        for done in as_completed([pool.submit(one, *spec) for spec in specs]):
+            print("\n".join(done.result()), flush=True)
     return 0
+
+
+def report(row: dict, seconds: float) -> list[str]:
+    """A module's line (kill rate, with its interval when sampled) and its survivors'."""
+    scored = row["killed"] + row["survived"]
+    rate = row["killed"] / scored if scored else float("nan")
+    sampled = ""
+    if row.get("not sampled"):
+        low, high = wilson(row["killed"], scored)
+        sampled = f" in a sample (95% interval {low:.1%} to {high:.1%}; {row['not sampled']} not sampled)"
+    return [f"{row['module']}: {row['killed']}/{scored} mutants killed ({rate:.1%}){sampled}, "
+            f"{row['incompetent']} incompetent, {row['annotation']} in annotations left out, {seconds:.0f} s",
+            *(f"  survived: {survivor}" for survivor in row["survivors"])]
 
 
 if __name__ == "__main__":
