@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# `make mutation` on a machine of many cores and no network (the lent GPU machine): its python3 gets
+# what it lacks from wheels carried in .whl/, and the modules of tests/mutation_modules.txt are
+# mutated side by side, one per core. A kill rate does not depend on the host's speed, so it may be
+# measured there; the harness's own pins are carried where the machine's versions could change an
+# outcome (pandas, numpy, pydantic, msgspec, pytest, hypothesis).
+#
+#   scripts/gpu/mutation.sh wheels          # here, with network: download the wheels into .whl/
+#   scripts/gpu/mutation.sh run [FROM TO]   # there (carry .whl): lines FROM..TO of the module list
+#                                           # (its comments and blank lines left out; default all)
+#
+# MUTATION_SAMPLE (50) mutants a module, MUTATION_JOBS (the cores) modules at once; the output goes
+# to $OUT/mutation.txt (default gpu-work/out).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+pin() {  # NAME==VERSION as uv.lock pins NAME (the last of two: the pin for Python 3.12 and later)
+  echo "$1==$(grep -A1 "^name = \"$1\"$" uv.lock | sed -n 's/^version = "\(.*\)"$/\1/p' | tail -1)"
+}
+
+wheels() {
+  local where=(--python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
+               --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
+  local ours=() name
+  for name in pandas numpy pydantic pydantic-core annotated-types typing-inspection typing-extensions msgspec \
+              datasets dill multiprocess pytest pytest-xdist hypothesis typer; do
+    ours+=("$(pin "$name")")
+  done
+  # cosmic-ray as the Makefile pins it, and the dependencies the machine's image does not hold.
+  local tool=(cosmic-ray==8.7.0 anybadge==1.16.0 decorator==5.3.2 exit-codes==1.3.0 gitdb==4.0.12
+              gitpython==3.2.1 parso==0.8.7 smmap==5.0.3 sqlalchemy==2.1.9 stevedore==5.10.0 toml==0.10.2)
+  mkdir -p .whl
+  python3 -m pip download -q --no-deps --only-binary=:all: "${where[@]}" -d .whl "${ours[@]}" "${tool[@]}"
+  python3 -m pip wheel -q --no-deps -w .whl yattag==1.16.1  # published as a source archive only
+}
+
+run() {
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+  if ! git rev-parse --git-dir >/dev/null 2>&1; then  # a copied tree: scripts/mutation.py mutates HEAD
+    git init -q && git add -A && git -c user.name=mutation -c user.email=mutation@localhost commit -qm tree
+  fi
+  local out=${OUT:-gpu-work/out} from=${1:-1} to=${2:-\$}
+  mkdir -p "$out"
+  mapfile -t modules < <(grep -v -e '^#' -e '^$' tests/mutation_modules.txt | sed -n "${from},${to}p")
+  python3 --version; python3 -m pip list 2>/dev/null | grep -i -E '^(pandas|numpy|scipy|pyarrow|pytest) '
+  python3 scripts/mutation.py --cosmic-ray /tmp/site/bin/cosmic-ray --sample "${MUTATION_SAMPLE:-50}" \
+    --jobs "${MUTATION_JOBS:-$(nproc)}" "${modules[@]}" 2>&1 | tee "$out/mutation.txt"
+}
+
+case "${1:-}" in
+  wheels) wheels ;;
+  run) shift; run "$@" ;;
+  *) echo "usage: $0 wheels | run [FROM TO]" >&2; exit 2 ;;
+esac
