@@ -3,7 +3,8 @@
 # what it lacks from wheels carried in .whl/, and the modules of tests/mutation_modules.txt are
 # mutated side by side, one per core. A kill rate does not depend on the host's speed, so it may be
 # measured there; the harness's own pins are carried where the machine's versions could change an
-# outcome (pandas, numpy, pydantic, msgspec, pytest, hypothesis).
+# outcome (pandas, pydantic, msgspec, pytest, hypothesis; numpy is the machine's own, of the same 2.5 series as
+# uv.lock's, which leaves room under the 64 MiB a call may carry).
 #
 #   scripts/gpu/mutation.sh wheels          # here, with network: download the wheels into .whl/
 #   scripts/gpu/mutation.sh run [FROM TO]   # there (carry .whl): lines FROM..TO of the module list
@@ -22,7 +23,7 @@ wheels() {
   local where=(--python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
                --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
   local ours=() name
-  for name in pandas numpy pydantic pydantic-core annotated-types typing-inspection typing-extensions msgspec \
+  for name in pandas pydantic pydantic-core annotated-types typing-inspection typing-extensions msgspec \
               datasets dill multiprocess pytest pytest-xdist hypothesis typer; do
     ours+=("$(pin "$name")")
   done
