@@ -32,7 +32,8 @@ from pathlib import Path
 
 from burst_load import spin
 
-SUMMARY = re.compile(r"^=+ .*\b(passed|failed|error|errors)\b.* in [\d.]+s")
+# pytest's last line, framed by "=" or (with -q) bare: "3 failed, 1676 passed, 2 skipped, 2 warnings in 1161.01s".
+SUMMARY = re.compile(r"^=* ?\d+ \w+(, \d+ \w+)* in [\d.]+s( \(\d+:\d+:\d+\))? ?=*$")
 COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?)")
 LOAD_EVERY_S = 5.0
 
