@@ -59,6 +59,14 @@ def test_the_group_is_found_beside_each_repetition_in_order(tmp_path):
     assert repetitions(single) == [single]
 
 
+def test_an_unreadable_manifest_among_the_repetitions_is_passed_over(tmp_path):
+    runs = repeated(tmp_path, "a", [10.0, 11.0, 12.0])
+    broken = tmp_path / "20260100T000001Z-b"  # sorts between the first repetition and the second
+    broken.mkdir()
+    (broken / "manifest.json").write_text("{not json", encoding="utf-8")
+    assert [r.run_id for r in repetitions(runs[0])] == [r.run_id for r in runs]
+
+
 def test_the_table_sets_the_spread_across_repetitions_beside_the_within_run_bootstrap(tmp_path):
     runs = repeated(tmp_path, "a", [10.0, 11.0, 12.0])
     row = repetition_table(runs).set_index(["metric", "stat"]).loc[DECODE]
