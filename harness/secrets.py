@@ -111,10 +111,13 @@ def remember_url(url: str) -> None:
 
 
 def remember_header(value: str) -> None:
-    """Remember a header's value as a credential; a `Basic` one also as its decoded `user:password`
-    and password, as `remember_url` does for a URL's."""
+    """Remember a header's value as a credential, and what follows its first word (the credentials
+    of `SCHEME CREDENTIALS`, which a gateway may echo without the scheme, and which may hold a
+    space, so that no token of it alone is the whole); a `Basic` one also as its decoded
+    `user:password` and password, as `remember_url` does for a URL's."""
     remember(value)
     scheme, _, encoded = value.partition(" ")
+    remember(encoded.strip())
     if scheme.lower() == "basic":
         try:
             decoded = base64.b64decode(encoded.strip(), validate=True).decode()

@@ -70,6 +70,12 @@ def test_the_token_of_a_bearer_header_echoed_alone_is_masked():
         assert redact("invalid token GATEWAY") == "invalid token GATEWAY"  # 7 characters: ordinary text
 
 
+def test_a_bearer_credential_holding_a_space_is_masked_when_echoed_without_its_scheme():
+    with fresh_memory():
+        remember_header("Bearer 000000 0")  # no token of the credential alone is 8 characters long
+        assert redact("Bearer 000000 0 ; 000000 0") == f"{MASK} ; {MASK}"
+
+
 def test_a_basic_header_is_remembered_decoded_too():
     with fresh_memory():
         remember_header("Basic " + base64.b64encode(b"alice:pw-basic-2024").decode())
@@ -134,6 +140,7 @@ def _own_text(api: str) -> bytes:
 @given(key=KEYS, how=st.sampled_from(["--api-key", "SPARKBENCH_API_KEY", "authorization", "x-header"]),
        api=st.sampled_from(["sglang", "openai"]))
 @example(key='0000000"', how="authorization", api="sglang")  # a token that JSON escapes: `0000000\\"` leaked
+@example(key="000000 0", how="authorization", api="sglang")  # the credential echoed without its scheme leaked
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_no_byte_of_an_echoed_key_reaches_the_run_folder(key, how, api, tmp_path_factory):
     forms = _forms(key)
