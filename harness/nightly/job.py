@@ -115,7 +115,8 @@ def run_workloads(config: NightlyConfig, names: list[str] | None = None,
     settings = RunSettings.part_of(config)
     with open_target(target) as opened:
         for spec in chosen:
-            request = RunRequest(target=target, workload=spec, options=settings, results=config.runs_dir)
+            request = RunRequest(target=target, workload=spec, options=settings, results=config.runs_dir,
+                                 allow_buffered=config.allow_buffered)
             done, load = measured(request, opened, config.setup_pids)
             # RunDir shares done's manifest: the Run handed on holds the host load and label too.
             RunDir(done.path, done.manifest).update(

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 import harness.nightly.job as job
+import harness.session
 from harness.analysis.run import Run
 from harness.nightly.config import NightlyConfig
 
@@ -127,3 +130,22 @@ def test_a_pin_on_a_quiet_host_pins_and_prints_its_verdict(monkeypatch, tmp_path
     assert code == job.EXIT_PASS and list(pinned[0]) == ["synthetic"]
     assert out.strip().splitlines()[-1].startswith("verdict: pinned synthetic (3 runs on a quiet host)")
     assert set(reports[0]["host_load"]["busy"]) == {"no"} and set(reports[0]["host_load"]["foreign"]) == {"none"}
+
+
+def test_a_night_measures_a_held_back_stream_only_when_its_config_allows(monkeypatch):
+    asked = []
+
+    class Asked(Exception):
+        """Ends the night at its first run: what matters is the request it was asked to make."""
+
+    def measured(request, opened, setup_pids):
+        asked.append(request.allow_buffered)
+        raise Asked
+
+    monkeypatch.setattr(harness.session, "open_target", lambda target: nullcontext(None))
+    monkeypatch.setattr(job, "measured", measured)
+    for allow in (False, True):
+        config = NightlyConfig(server="http://127.0.0.1:9", workloads=[{"name": "synthetic"}], allow_buffered=allow)
+        with pytest.raises(Asked):
+            job.run_workloads(config)
+    assert asked == [False, True]
