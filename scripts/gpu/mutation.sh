@@ -30,9 +30,14 @@ wheels() {
   # cosmic-ray as the Makefile pins it, and the dependencies the machine's image does not hold.
   local tool=(cosmic-ray==8.7.0 anybadge==1.16.0 decorator==5.3.2 exit-codes==1.3.0 gitdb==4.0.12
               gitpython==3.2.1 parso==0.8.7 smmap==5.0.3 sqlalchemy==2.1.9 stevedore==5.10.0 toml==0.10.2)
+  # pip run through the project's pinned uv (bootstrapped by make when missing): no Python here need hold pip.
+  local uv
+  uv=${SPARKBENCH_CACHE:-$HOME/.cache/sparkbench}/tools/uv-$(sed -n 's/^required-version = "==\(.*\)"/\1/p' pyproject.toml)/bin/uv
+  make -s "$uv"
   mkdir -p .whl
-  python3 -m pip download -q --no-deps --only-binary=:all: "${where[@]}" -d .whl "${ours[@]}" "${tool[@]}"
-  python3 -m pip wheel -q --no-deps -w .whl yattag==1.16.1  # published as a source archive only
+  "$uv" tool run --quiet --from pip pip download -q --no-deps --only-binary=:all: "${where[@]}" -d .whl \
+    "${ours[@]}" "${tool[@]}"
+  "$uv" tool run --quiet --from pip pip wheel -q --no-deps -w .whl yattag==1.16.1  # a source archive only
 }
 
 run() {
