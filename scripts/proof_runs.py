@@ -7,6 +7,12 @@ busy the whole time:
 
     python3 scripts/proof_runs.py --runs 10 -- .venv/bin/python -m pytest tests/unit -n 4 -p no:cacheprovider -q
     python3 scripts/proof_runs.py --runs 1 --busy-core -- make test
+    python3 scripts/proof_runs.py --runs 3 --fresh-clone --cache-root /tmp/empty -- make test
+
+`--fresh-clone` runs each time in a new clone of the commit checked out when the series began
+(commits made meanwhile are not picked up); `--cache-root DIR` points every cache the project writes
+at DIR, as scripts/cold_check.py does, so with an empty DIR the first run is a new user's cold one
+and the next reuse what it filled.
 
 Each run's output goes to LOGDIR/run-K.log; the table gives its exit status, wall time, pytest's
 counts (summed over the summary lines it printed: `make test` prints one a tier) and the 1-minute
@@ -31,6 +37,7 @@ import time
 from pathlib import Path
 
 from burst_load import spin
+from cold_check import CACHES, fresh_clone
 
 # pytest's last line, framed by "=" or (with -q) bare: "3 failed, 1676 passed, 2 skipped, 2 warnings in 1161.01s".
 SUMMARY = re.compile(r"^=* ?\d+ \w+(, \d+ \w+)* in [\d.]+s( \(\d+:\d+:\d+\))? ?=*$")
@@ -48,7 +55,8 @@ def pytest_counts(log: str) -> dict[str, int]:
     return counts
 
 
-def timed_run(command: list[str], log_path: Path) -> dict[str, object]:
+def timed_run(command: list[str], log_path: Path, cwd: Path | None = None,
+              env: dict[str, str] | None = None) -> dict[str, object]:
     """One run: its exit status, wall time, pytest counts and the load average it ran under."""
     peak = [os.getloadavg()[0]]
     start_load, done = peak[0], threading.Event()
@@ -61,7 +69,7 @@ def timed_run(command: list[str], log_path: Path) -> dict[str, object]:
     sampler.start()
     started = time.monotonic()
     with log_path.open("w", encoding="utf-8") as log:
-        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode
+        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env).returncode
     wall_s = time.monotonic() - started
     done.set()
     sampler.join()
@@ -88,15 +96,22 @@ def main() -> int:
     parser.add_argument("--busy-core", action="store_true", help="one more process busy the whole time")
     parser.add_argument("--keep-going", action="store_true", help="go on after a failed run")
     parser.add_argument("--log-dir", type=Path, default=None, help="where each run's output goes [a new temporary folder]")
+    parser.add_argument("--fresh-clone", action="store_true", help="each run in a new clone of the commit at the start")
+    parser.add_argument("--cache-root", type=Path, default=None, help="the project's caches under DIR [the user's own]")
     parser.add_argument("command", nargs="+", help="the command to run (after --)")
     args = parser.parse_args()
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="proof-runs-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     loads = [(args.on, args.off)] * args.workers + ([(1.0, 0.0)] if args.busy_core else [])
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()[:12]
+    env = dict(os.environ)
+    if args.cache_root:
+        env.update({name: str(args.cache_root.resolve() / folder) for name, folder in CACHES.items()})
     print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
           f"{os.cpu_count()} cores, commit {commit or 'unknown'}; {args.workers} bursting processes "
           f"({args.on:g} s on, {args.off:g} s off){', one more always busy' if args.busy_core else ''}; "
+          f"{'a fresh clone each run; ' if args.fresh_clone else ''}"
+          f"{f'caches under {args.cache_root}; ' if args.cache_root else ''}"
           f"logs in {log_dir}", flush=True)
     workers = [multiprocessing.Process(target=spin, args=load, daemon=True) for load in loads]
     for worker in workers:
@@ -104,7 +119,8 @@ def main() -> int:
     rows: list[dict[str, object]] = []
     try:
         for k in range(1, args.runs + 1):
-            rows.append(timed_run(args.command, log_dir / f"run-{k}.log"))
+            cwd = fresh_clone(commit, log_dir / f"clone-{k}") if args.fresh_clone else None
+            rows.append(timed_run(args.command, log_dir / f"run-{k}.log", cwd, env))
             print(table(rows)[-1], flush=True)
             if rows[-1]["exit"] != 0 and not args.keep_going:
                 break

@@ -35,14 +35,17 @@ def answer(served, tmp_path_factory):
     results = tmp_path_factory.mktemp(profile)
     done = sparkbench("run", "gsm8k", "--server", server.base_url, "--profile", profile, "--limit", "1",
                       "--max-new-tokens", str(TOKENS), "--temperature", "0", "--results", str(results),
-                      "--no-progress")
+                      "--no-progress", "--allow-buffered")  # as in test_the_guard_and_canary_pass
     assert done.returncode == 0, done.stderr
     return profile, only_run_dir(results)
 
 
 def test_the_guard_and_canary_pass(served):
+    """The profile's settings and the canary's accept length pass. The stream check is not this
+    test's subject (tests/e2e/test_guard.py's is): a busy CI host may hold back every canary of a
+    healthy server, so it is recorded, not refused (--allow-buffered)."""
     profile, server = served
-    done = sparkbench("check", "--profile", profile, "--server", server.base_url)
+    done = sparkbench("check", "--profile", profile, "--server", server.base_url, "--allow-buffered")
     assert done.returncode == 0, done.stdout + done.stderr
     assert any(line.startswith("ok   canary: accept length") for line in done.stdout.splitlines()), done.stdout
 

@@ -112,9 +112,12 @@ def test_nightly_catches_speculation_switched_off(vllm_ngram_server, vllm_server
     """Baseline: vLLM with n-gram speculation; candidate: the same model without it."""
     from tests.e2e.test_nightly import FEW, nightly, synthetic, write_config
 
-    # Six requests keep the tier short; the gate's minimum sample is lowered to match (FEW).
+    # Six requests keep the tier short; the gate's minimum sample is lowered to match (FEW). The
+    # nights are judged on acceptance, not on the stream check: a busy CI host may hold back every
+    # canary of a healthy server, so the night measures anyway (allow_buffered).
     config = write_config(tmp_path, vllm_ngram_server.base_url,
-                          [synthetic(vllm_ngram_server.model_dir, prompts=6, output_tokens=128)], **FEW)
+                          [synthetic(vllm_ngram_server.model_dir, prompts=6, output_tokens=128)],
+                          allow_buffered=True, **FEW)
     pinned = nightly(config)
     assert pinned.returncode == 0, pinned.stderr
     done = nightly(config, "--server", vllm_server.base_url)
