@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -33,20 +35,25 @@ def only_run(results: Path) -> Path:
     return run
 
 
-def held_after(records: int) -> Breakage:
+@contextmanager
+def held_after(records: int) -> Iterator[tuple[str, list]]:
     """A server that answers the first `records` generate requests and holds the next one, so that a
-    run is still under way when `kill_after_records` kills it, however slow or fast the host."""
-    return Breakage(HELD, frozenset({records}))
+    run is still under way when `kill_after_records` kills it, however slow or fast the host. Yields
+    its URL and the list of requests it has received."""
+    received: list = []
+    with breaking(Breakage(HELD, frozenset({records})), received=received) as url:
+        yield url, received
 
 
-def kill_after_records(args: list[str], results: Path, records: int) -> Path:
-    """Start a run, kill -9 it once `records` requests are on disk (the server holds the next one:
-    `held_after`), and return its directory. The run must still be under way when it is killed."""
+def kill_after_records(args: list[str], results: Path, received: list, records: int) -> Path:
+    """Start a run, kill -9 it once `records` requests are on disk and the server has received the
+    one it holds (`held_after`), and return its directory. Killed any earlier, a run that had not yet
+    sent that request would leave it to the next run against the server, which would then wait on it."""
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=Path.cwd(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while proc.poll() is None:
         files = list(results.glob("*/requests.jsonl"))
-        if files and len(files[0].read_text().splitlines()) >= records:
+        if len(received) > records and files and len(files[0].read_text().splitlines()) >= records:
             break
         time.sleep(0.05)
     assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before {records} records were on disk"
@@ -56,9 +63,10 @@ def kill_after_records(args: list[str], results: Path, records: int) -> Path:
 
 
 def test_kill_9_then_resume_gives_the_clean_runs_request_set(tmp_path):
-    with breaking(held_after(KILLED_AT)) as url:
+    with held_after(KILLED_AT) as (url, received):
         results = tmp_path / "killed"
-        run = kill_after_records([*GSM8K, "--server", url, "--results", str(results)], results, records=KILLED_AT)
+        run = kill_after_records([*GSM8K, "--server", url, "--results", str(results)], results, received,
+                                 records=KILLED_AT)
         assert load_record(run).seen_status == "stale"  # never "running" forever
         resumed = sparkbench(*GSM8K, "--server", url, "--results", str(results), "--resume", str(run),
                              cwd=Path.cwd())

@@ -126,10 +126,10 @@ def _disk_full(folder: Path, monkeypatch) -> None:
 
 
 def _killed(folder: Path) -> None:
-    with breaking(held_after(2)) as url:
+    with held_after(2) as (url, received):
         kill_after_records(["run", "gsm8k", "--limit", "6", "--max-new-tokens", "16", "--warmup", "0",
                             "--no-progress", "--power-sample-ms", "0", "--server", url, "--results", str(folder)],
-                           folder, records=2)
+                           folder, received, records=2)
 
 
 RUN_FAULTS: dict[str, Callable] = {
