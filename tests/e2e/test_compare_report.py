@@ -77,10 +77,13 @@ def test_report_of_real_runs(two_runs, tmp_path):
     headline = page.split("<h2>Figures</h2>")[0]
     assert "<td>sglang c=1</td><td>1</td>" in headline and "<td>candidate &lt;b&gt;run&lt;/b&gt;</td><td>1</td>" in headline
     # Five run figures, each run's timeline and the published ladder, then the decode rooflines:
-    # published and per run.
-    assert page.count("data:image/png;base64,") == 10
+    # published and per run. The runs' roofline is drawn only where a run has an achieved bandwidth,
+    # which needs a decode time the client could time (no stream flagged held back by a busy host).
+    rooflines = [Run.load(run_dir).roofline[0] for run_dir in two_runs]
+    figures = 9 + any(r is not None and math.isfinite(r.achieved_gbps) for r in rooflines)
+    assert page.count("data:image/png;base64,") == figures
     assert "0.5.23" in page  # the server version from the manifest
-    assert len(list((tmp_path / "report" / "plots").rglob("*.svg"))) == 10
+    assert len(list((tmp_path / "report" / "plots").rglob("*.svg"))) == figures
 
 
 def test_the_report_in_a_real_browser_opens_with_the_headline(two_runs, tmp_path):

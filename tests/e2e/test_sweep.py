@@ -40,7 +40,8 @@ def test_a_local_sweep_makes_one_ordinary_run_per_level_and_resume_sends_nothing
         assert (run.requests["status"] == "ok").sum() == 2
         values = run.summary.set_index(["metric", "stat"])["value"]
         assert curves.loc[level, "output_tok_s"] == pytest.approx(values[("output_throughput", "value")])
-        assert curves.loc[level, "tpot_p50_ms"] == pytest.approx(values[("tpot_ms", "p50")])
+        # A level whose every stream was flagged (a busy host) has no TPOT, and its curve says so too.
+        assert curves.loc[level, "tpot_p50_ms"] == pytest.approx(values[("tpot_ms", "p50")], nan_ok=True)
     again = sparkbench("sweep", "--resume", str(sweep.path))
     assert again.returncode == 0, again.stderr
     assert [p.name for p in (sweep.path / "cells").iterdir() for _ in p.iterdir()] == \

@@ -3,13 +3,23 @@ whose answers are known (the test bed's matching and wrong drafts, in miniature)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from harness.analysis.acceptance import COUNTERS, NOT_EXPORTED, PER_REQUEST, run_histogram
+from harness.analysis.acceptance import (
+    COUNTERS,
+    NOT_EXPORTED,
+    PER_REQUEST,
+    RunHistogram,
+    acceptance_rows,
+    positions_by_group,
+    run_histogram,
+)
 from harness.engines.registry import meta_reader
 from harness.metrics import derive_requests
 from harness.metrics.acceptance import (
@@ -106,6 +116,35 @@ def test_the_run_histogram_comes_from_requests_else_counters_else_nowhere():
     assert run_histogram(plain, counters).source == COUNTERS
     none = run_histogram(plain, ServerCounters())
     assert none.source == NOT_EXPORTED and none.counts is None
+
+
+def test_a_runs_acceptance_rows_are_its_histograms_then_each_definition_over_its_requests_counts():
+    measured = pd.DataFrame({"accepted_draft_tokens": [3.0, 1.0], "verify_rounds": [2.0, 1.0],
+                             "proposed_draft_tokens": [6.0, 3.0]})
+    rows = acceptance_rows(RunHistogram([1.0, 1.0, 1.0], PER_REQUEST), measured)
+    assert list(rows.index) == list(range(len(rows)))  # one table, numbered once
+    values = rows.set_index(["metric", "stat"])["value"]
+    assert values[("accept_length_histogram", "value")] == pytest.approx(2.0)  # (1 + 2 + 3) / 3
+    assert values[("mean_acceptance_length_token_weighted", "value")] == pytest.approx(1 + 4 / 3)
+    assert values[("draft_acceptance_rate_token_weighted", "value")] == pytest.approx(4 / 9)
+    # A run whose records carry no speculation counts has each definition NaN, not an error.
+    bare = acceptance_rows(RunHistogram(None, NOT_EXPORTED), pd.DataFrame({"status": ["ok"]}))
+    assert bare.set_index("metric").drop(index="accept_length_histogram")["value"].isna().all()
+
+
+def test_positions_by_group_stack_the_groups_with_a_histogram_and_say_nothing_for_the_rest():
+    table = positions_by_group([("overall", [1.0, 1.0, 1.0]), ("code", None), ("math", [0.0, 2.0])])
+    assert list(table.columns) == ["group", "k", "steps", "share", "conditional", "unconditional"]
+    assert table["group"].tolist() == ["overall"] * 3 + ["math"] * 2
+    assert table["k"].tolist() == [0, 1, 2, 0, 1] and list(table.index) == list(range(5))
+    empty = positions_by_group([("overall", None)])
+    assert empty.empty and list(empty.columns) == list(table.columns)
+
+
+def test_a_runs_histogram_cannot_be_changed_by_a_reader():
+    """Every table and figure of a run reads the one histogram the run holds."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        RunHistogram([1.0], PER_REQUEST).counts = None
 
 
 def test_histogram_accept_length_meets_sglangs_when_rounds_fill_exactly():

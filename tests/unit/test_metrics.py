@@ -86,6 +86,16 @@ def test_one_token_per_chunk(derive_one):
     assert (row["tokens_per_step"], row["tokens_per_step_source"]) == (1.0, "stream_chunks")
 
 
+def test_derived_figures_are_numeric_columns_and_per_request_lists_are_one_list_a_cell(make_record, frame_of):
+    """Downstream arithmetic (pooling, quantiles, parquet) needs float columns, not objects."""
+    derived = derive_requests(frame_of([make_record(chunks=[(100, 1), (110, 1), (125, 1)], end_ms=126),
+                                        make_record(chunks=[(90, 1), (100, 2)], end_ms=101)]))
+    for name in ("ttft_ms", "tpot_ms", "decode_tok_s", "tokens_per_chunk"):
+        assert pd.api.types.is_float_dtype(derived[name]), (name, derived[name].dtype)
+    assert derived["chunk_gaps_ms"].dtype == object
+    assert derived["chunk_gaps_ms"].tolist() == [[10.0, 15.0], [10.0]]
+
+
 def test_multi_token_chunks_spread_their_gap_over_their_tokens(derive_one):
     row = derive_one(chunks=[(50, 1), (70, 3), (80, 2)], end_ms=90)
     assert row["chunk_gaps_ms"] == [20.0, 10.0]
