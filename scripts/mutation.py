@@ -190,12 +190,12 @@ def main(argv: list[str] | None = None) -> int:
 def report(row: dict, seconds: float) -> list[str]:
     """A module's line (kill rate, with its interval when sampled) and its survivors'."""
     scored = row["killed"] + row["survived"]
-    rate = row["killed"] / scored if scored else float("nan")
+    rate = f"{row['killed'] / scored:.1%}" if scored else "no rate: the module has no mutant to score"
     sampled = ""
     if row.get("not sampled"):
         low, high = wilson(row["killed"], scored)
         sampled = f" in a sample (95% interval {low:.1%} to {high:.1%}; {row['not sampled']} not sampled)"
-    return [f"{row['module']}: {row['killed']}/{scored} mutants killed ({rate:.1%}){sampled}, "
+    return [f"{row['module']}: {row['killed']}/{scored} mutants killed ({rate}){sampled}, "
             f"{row['incompetent']} incompetent, {row['annotation']} in annotations left out, {seconds:.0f} s",
             *(f"  survived: {survivor}" for survivor in row["survivors"])]
 
