@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make mutation` on a machine of many cores and no network (the lent GPU machine): its python3 gets
-# what it lacks from wheels carried in .whl/, and the modules of tests/mutation_modules.txt are
+# what it lacks from wheels carried in .whl/ (installed by the uv wheel carried with them: a Python
+# made by uv has no pip), and the modules of tests/mutation_modules.txt are
 # mutated side by side, one per core. A kill rate does not depend on the host's speed, so it may be
 # measured there; the harness's own pins are carried where the machine's versions could change an
 # outcome (pandas, pydantic, msgspec, pytest, hypothesis; numpy is the machine's own, of the same 2.5 series as
@@ -38,10 +39,17 @@ wheels() {
   "$uv" tool run --quiet --from pip pip download -q --no-deps --only-binary=:all: "${where[@]}" -d .whl \
     "${ours[@]}" "${tool[@]}"
   "$uv" tool run --quiet --from pip pip wheel -q --no-deps -w .whl yattag==1.16.1  # a source archive only
+  # uv itself, to install the wheels there: a Python made by uv has no pip.
+  "$uv" tool run --quiet --from pip pip download -q --no-deps --only-binary=:all: "${where[@]}" -d .whl \
+    "uv==$(sed -n 's/^required-version = "==\(.*\)"/\1/p' pyproject.toml)"
 }
 
 run() {
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  rm -rf /tmp/uv-wheel && python3 -m zipfile -e .whl/uv-*.whl /tmp/uv-wheel
+  local uv=(/tmp/uv-wheel/uv-*.data/scripts/uv) wheels=()
+  chmod +x "${uv[0]}"
+  for wheel in .whl/*.whl; do [[ $wheel == .whl/uv-* ]] || wheels+=("$wheel"); done
+  "${uv[0]}" pip install --quiet --no-index --no-deps --no-cache --python "$(command -v python3)" --target /tmp/site "${wheels[@]}"
   export PYTHONPATH=/tmp/site OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
   if ! git rev-parse --git-dir >/dev/null 2>&1; then  # a copied tree: scripts/mutation.py mutates HEAD
     git init -q && git add -A && git -c user.name=mutation -c user.email=mutation@localhost commit -qm tree
@@ -49,7 +57,8 @@ run() {
   local out=${OUT:-gpu-work/out} from=${1:-1} to=${2:-\$}
   mkdir -p "$out"
   mapfile -t modules < <(grep -v -e '^#' -e '^$' tests/mutation_modules.txt | sed -n "${from},${to}p")
-  python3 --version; python3 -m pip list 2>/dev/null | grep -i -E '^(pandas|numpy|scipy|pyarrow|pytest) '
+  python3 -c 'import sys, numpy, pandas, pyarrow, pytest, scipy
+print(sys.version.split()[0], *(f"{m.__name__} {m.__version__}" for m in (numpy, pandas, pyarrow, pytest, scipy)))'
   python3 scripts/mutation.py --cosmic-ray /tmp/site/bin/cosmic-ray --sample "${MUTATION_SAMPLE:-50}" \
     --jobs "${MUTATION_JOBS:-$(nproc)}" "${modules[@]}" 2>&1 | tee "$out/mutation.txt"
 }
