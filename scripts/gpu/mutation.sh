@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make mutation` on a machine of many cores and no network (the lent GPU machine): its python3 gets
-# what it lacks from wheels carried in .whl/ (installed by the uv wheel carried with them: a Python
-# made by uv has no pip), and the modules of tests/mutation_modules.txt are
+# what it lacks from wheels carried in .whl/ (installed by pip's own wheel, carried with them and run
+# from the zip: a Python made by uv has no pip, and uv's 17 MB wheel would break the 64 MiB a call
+# may carry), and the modules of tests/mutation_modules.txt are
 # mutated side by side, one per core. A kill rate does not depend on the host's speed, so it may be
 # measured there; the harness's own pins are carried where the machine's versions could change an
 # outcome (pandas, pydantic, msgspec, pytest, hypothesis; numpy is the machine's own, of the same 2.5 series as
@@ -15,6 +16,7 @@
 # to $OUT/mutation.txt (default gpu-work/out).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+PIP_WHEEL=pip==25.3  # the installer carried to the machine
 
 pin() {  # NAME==VERSION as uv.lock pins NAME (the last of two: the pin for Python 3.12 and later)
   echo "$1==$(grep -A1 "^name = \"$1\"$" uv.lock | sed -n 's/^version = "\(.*\)"$/\1/p' | tail -1)"
@@ -39,17 +41,14 @@ wheels() {
   "$uv" tool run --quiet --from pip pip download -q --no-deps --only-binary=:all: "${where[@]}" -d .whl \
     "${ours[@]}" "${tool[@]}"
   "$uv" tool run --quiet --from pip pip wheel -q --no-deps -w .whl yattag==1.16.1  # a source archive only
-  # uv itself, to install the wheels there: a Python made by uv has no pip.
-  "$uv" tool run --quiet --from pip pip download -q --no-deps --only-binary=:all: "${where[@]}" -d .whl \
-    "uv==$(sed -n 's/^required-version = "==\(.*\)"/\1/p' pyproject.toml)"
+  # pip itself, to install the wheels there: a Python made by uv has no pip; a pip wheel runs as a zip.
+  "$uv" tool run --quiet --from pip pip download -q --no-deps --only-binary=:all: -d .whl "$PIP_WHEEL"
 }
 
 run() {
-  rm -rf /tmp/uv-wheel && python3 -m zipfile -e .whl/uv-*.whl /tmp/uv-wheel
-  local uv=(/tmp/uv-wheel/uv-*.data/scripts/uv) wheels=()
-  chmod +x "${uv[0]}"
-  for wheel in .whl/*.whl; do [[ $wheel == .whl/uv-* ]] || wheels+=("$wheel"); done
-  "${uv[0]}" pip install --quiet --no-index --no-deps --no-cache --python "$(command -v python3)" --target /tmp/site "${wheels[@]}"
+  local pip=(.whl/pip-*.whl) wheels=()
+  for wheel in .whl/*.whl; do [[ $wheel == "${pip[0]}" ]] || wheels+=("$wheel"); done
+  python3 "${pip[0]}/pip" install --quiet --no-index --no-deps --no-cache-dir --target /tmp/site "${wheels[@]}"
   export PYTHONPATH=/tmp/site OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
   if ! git rev-parse --git-dir >/dev/null 2>&1; then  # a copied tree: scripts/mutation.py mutates HEAD
     git init -q && git add -A && git -c user.name=mutation -c user.email=mutation@localhost commit -qm tree
