@@ -53,6 +53,10 @@ class StreamResult:
     text_ns: list[int] = field(default_factory=list)
     text_chars: list[int] = field(default_factory=list)
     output_ids: list[int] = field(default_factory=list)
+    # The client loop's stalls while the request ran (`harness.engines.stalls`): when the loop woke
+    # late and by how much, ns. None: not measured (no probe ran).
+    stall_ns: list[int] | None = None
+    stall_late_ns: list[int] | None = None
     meta: dict[str, Any] = field(default_factory=dict)  # final meta_info / usage, kept raw
     # Counts as the server reported them (never re-tokenized or counted from chunks).
     prompt_tokens: int | None = None

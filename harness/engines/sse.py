@@ -36,6 +36,7 @@ from harness.engines.base import (
 )
 from harness.engines.control import CONTROL_DEADLINE_S, bounded_request, within
 from harness.engines.shaping import with_extra_body
+from harness.engines.stalls import StallProbe
 from harness.engines.wire import EventStreamReader
 
 DONE = object()  # sentinel yielded for `data: [DONE]`
@@ -162,6 +163,7 @@ class Session:
         self._idle: dict[Address, list[_Connection]] = {}
         self._open: set[_Connection] = set()  # every connection made, closed with the session
         self._opener = opener or _open_socket  # another opener: in-memory servers for tests
+        self.stalls = StallProbe()  # probing from `async with` on: the client's own scheduling delay
 
     @property
     def control(self) -> httpx.AsyncClient:
@@ -179,12 +181,23 @@ class Session:
         return await within(CONTROL_DEADLINE_S, url, bounded_request(self.control, "POST", url, **kwargs))
 
     async def __aenter__(self) -> Session:
+        self.stalls.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    async def watched(self, request: Awaitable[StreamResult]) -> StreamResult:
+        """`request`'s result with the stalls of the client's loop while it ran (none recorded when
+        the session was not entered: not measured)."""
+        with self.stalls.watch() as stalls:
+            result = await request
+        if stalls is not None:
+            result.stall_ns, result.stall_late_ns = stalls.at_ns, stalls.late_ns
+        return result
+
     async def aclose(self) -> None:
+        await self.stalls.stop()
         for conn in self._open:
             conn.transport.close()
         self._open.clear()

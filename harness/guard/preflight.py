@@ -62,7 +62,7 @@ def send_canary(backend: Backend, base_url: str, headers: dict[str, str] | None 
     is a one-line error (the checks cannot be made)."""
     async def send():
         async with Session(headers=headers, read_timeout_s=CANARY_READ_TIMEOUT_S) as http:
-            return await backend.send(http, base_url, CANARY)
+            return await http.watched(backend.send(http, base_url, CANARY))
 
     return run_streams(send()).raise_for_error()
 

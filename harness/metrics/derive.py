@@ -35,7 +35,8 @@ def derive_requests(df: pd.DataFrame) -> pd.DataFrame:
     columns["tokens_per_step"], columns["tokens_per_step_source"] = tokens_per_step(
         completion, steps, columns["tokens_per_chunk"])
     from_server = np.array([counts_from_server(m) for m in metas], dtype=bool)
-    columns |= integrity_columns(columns, list(df["chunk_ns"]), list(df["chunk_tokens"]), completion,
+    stalls = list(df["stall_late_ns"]) if "stall_late_ns" in df else [None] * len(df)
+    columns |= integrity_columns(columns, list(df["chunk_ns"]), list(df["chunk_tokens"]), stalls, completion,
                                  elapsed_ms(df["last_token_ns"], df["first_token_ns"]), from_server)
     mask_stream_timings(columns, columns["stream_flagged"])
     out = df.copy()

@@ -26,14 +26,16 @@ BURST_WINDOW_SHARE = 0.01
 BURST_TOKEN_SHARE = 0.5
 # buffered (server): the client saw the tokens over less than DECODE_SHARE of the server's decode.
 DECODE_SHARE = 0.5
-# Differences smaller than this are scheduling noise on a busy host, never evidence.
+# Differences smaller than the noise floor are scheduling noise, never evidence: SLACK_MS plus the
+# longest stall of the client's own loop while the request ran (`harness.engines.stalls`), the
+# delay a busy host put on the client's stamps, measured; SLACK_MS alone where none was measured.
 SLACK_MS = 20.0
 # sparse: more than SPARSE_FACTOR times the tokens per chunk that the engine's steps explain
 # (one without speculation, the server's accept length with it).
 SPARSE_FACTOR = 4.0
 
 FLAGS = ("buffered", "late_first_token", "sparse")
-EVIDENCE = ("burst_share", "client_decode_share", "ttft_excess_ms")
+EVIDENCE = ("burst_share", "client_decode_share", "ttft_excess_ms", "client_stall_ms", "noise_floor_ms")
 INTEGRITY_COLUMNS = (*EVIDENCE, *FLAGS, "stream_flagged")
 # Client columns that depend on when chunks arrived; left out (NaN, empty list) for flagged requests.
 STREAM_TIMING_COLUMNS = ("ttft_ms", "ttfat_ms", "decode_ms", "tpot_ms", "decode_tok_s", "chunk_gaps_ms",
@@ -77,18 +79,32 @@ def ttft_excess_ms(ttft: np.ndarray, server_ttft: np.ndarray, e2e: np.ndarray,
     return (ttft - server_ttft) - (e2e - server_e2e)
 
 
+def client_stall_ms(late_ns: list) -> np.ndarray:
+    """The longest stall of the client's loop while each request ran, ms: `max(stall_late_ns)`, 0
+    without a stall; NaN where none was measured (no probe ran)."""
+    return np.array([np.nan if cell is None or (isinstance(cell, float) and np.isnan(cell))
+                     else int_array(cell).max(initial=0) / 1e6 for cell in late_ns], dtype=float)
+
+
+def noise_floor_ms(stall_ms: np.ndarray) -> np.ndarray:
+    """The difference below which a request's timings are noise, ms: `SLACK_MS + client_stall_ms`
+    (the stall taken as 0 where it was not measured)."""
+    return SLACK_MS + np.nan_to_num(stall_ms, nan=0.0)
+
+
 def buffered(burst: np.ndarray, client_decode_share: np.ndarray, token_span_ms: np.ndarray,
-             server_decode_ms: np.ndarray, judged: np.ndarray) -> np.ndarray:
+             server_decode_ms: np.ndarray, judged: np.ndarray, floor_ms: np.ndarray) -> np.ndarray:
     """Most tokens arrived in one burst (judged requests), or the client saw the decode over less
-    than DECODE_SHARE of the server's decode time, by more than SLACK_MS."""
+    than DECODE_SHARE of the server's decode time, by more than the noise floor."""
     burst_rule = judged & (burst >= BURST_TOKEN_SHARE)
-    server_rule = (client_decode_share < DECODE_SHARE) & (server_decode_ms - token_span_ms > SLACK_MS)
+    server_rule = (client_decode_share < DECODE_SHARE) & (server_decode_ms - token_span_ms > floor_ms)
     return burst_rule | server_rule
 
 
-def late_first_token(excess_ms: np.ndarray, server_ttft: np.ndarray) -> np.ndarray:
-    """The first token was held back longer than the server took to make it, and by more than SLACK_MS."""
-    return excess_ms > np.fmax(server_ttft, SLACK_MS)
+def late_first_token(excess_ms: np.ndarray, server_ttft: np.ndarray, floor_ms: np.ndarray) -> np.ndarray:
+    """The first token was held back longer than the server took to make it, and by more than the
+    noise floor."""
+    return excess_ms > np.fmax(server_ttft, floor_ms)
 
 
 def sparse(tokens_per_chunk: np.ndarray, accept_length: np.ndarray, judged: np.ndarray) -> np.ndarray:
@@ -98,11 +114,11 @@ def sparse(tokens_per_chunk: np.ndarray, accept_length: np.ndarray, judged: np.n
     return judged & (tokens_per_chunk > SPARSE_FACTOR * per_step)
 
 
-def integrity_columns(columns: dict[str, object], chunk_ns: list, chunk_tokens: list,
+def integrity_columns(columns: dict[str, object], chunk_ns: list, chunk_tokens: list, stall_late_ns: list,
                       completion_tokens: np.ndarray, token_span_ms: np.ndarray,
                       counts_from_server: np.ndarray) -> dict[str, np.ndarray]:
     """The evidence and flag columns of every request, from the derived client, server and
-    speculation columns (`columns`, unmasked) and the raw chunk stamps.
+    speculation columns (`columns`, unmasked), the raw chunk stamps and the client's stalls.
 
     The burst rule needs the server's running counts; the sparse rule counts chunks only.
     """
@@ -112,14 +128,17 @@ def integrity_columns(columns: dict[str, object], chunk_ns: list, chunk_tokens: 
     decode_share = ratio(token_span_ms, server_decode)
     excess = ttft_excess_ms(columns["ttft_ms"], columns["server_ttft_ms"], columns["e2e_ms"],
                             columns["server_e2e_ms"])
+    stall = client_stall_ms(stall_late_ns)
+    floor = noise_floor_ms(stall)
     flags = {
-        "buffered": buffered(burst, decode_share, token_span_ms, server_decode, long_enough & counts_from_server),
-        "late_first_token": late_first_token(excess, columns["server_ttft_ms"]),
+        "buffered": buffered(burst, decode_share, token_span_ms, server_decode, long_enough & counts_from_server,
+                             floor),
+        "late_first_token": late_first_token(excess, columns["server_ttft_ms"], floor),
         "sparse": sparse(columns["tokens_per_chunk"], columns["accept_length"], long_enough),
     }
     flagged = flags["buffered"] | flags["late_first_token"] | flags["sparse"]
     return {"burst_share": burst, "client_decode_share": decode_share, "ttft_excess_ms": excess,
-            **flags, "stream_flagged": flagged}
+            "client_stall_ms": stall, "noise_floor_ms": floor, **flags, "stream_flagged": flagged}
 
 
 def mask_stream_timings(columns: dict[str, object], flagged: np.ndarray) -> None:

@@ -19,7 +19,7 @@ from harness.errors import SparkbenchError
 REQUIRED_COLUMNS = ("seq", "prompt_id", "sent_ns", "end_ns", "status")
 WHOLE_COLUMNS = ("seq", "sent_ns", "end_ns", "first_token_ns", "last_token_ns")
 COUNT_COLUMNS = ("prompt_tokens", "completion_tokens", "cached_tokens")
-LIST_COLUMNS = ("chunk_ns", "chunk_tokens", "output_ids", "text_ns", "text_chars")
+LIST_COLUMNS = ("chunk_ns", "chunk_tokens", "output_ids", "text_ns", "text_chars", "stall_ns", "stall_late_ns")
 STATUSES = frozenset({"ok", "error"})
 
 

@@ -54,6 +54,10 @@ class RequestRecord:
     prompt_text: str | None = None
     output_text: str = ""
     output_ids: list[int] = field(default_factory=list)
+    # The client loop's stalls while the request ran: when the loop woke late and by how much, ns
+    # (`harness.engines.stalls`); None where no probe ran (an older run, an embedded check).
+    stall_ns: list[int] | None = None
+    stall_late_ns: list[int] | None = None
     # A reasoning parser's thinking, streamed apart from output_text (harness.records.reasoning);
     # each chunk that brought output text: its arrival and the length of output_text after it.
     reasoning_text: str = ""
@@ -98,6 +102,8 @@ class RequestRecord:
             prompt_text=prompt.text,
             output_text=result.text,
             output_ids=result.output_ids,
+            stall_ns=result.stall_ns,
+            stall_late_ns=result.stall_late_ns,
             reasoning_text=result.reasoning_text,
             text_ns=result.text_ns,
             text_chars=result.text_chars,
@@ -328,12 +334,13 @@ def with_engine_and_api(frame: pd.DataFrame) -> pd.DataFrame:
                                                 api=[api for _, api in pairs])
 
 
-LATER_FIELDS = {"reasoning_text": "", "text_ns": [], "text_chars": []}
+LATER_FIELDS = {"reasoning_text": "", "text_ns": [], "text_chars": [], "stall_ns": None, "stall_late_ns": None}
 
 
 def with_later_fields(frame: pd.DataFrame) -> pd.DataFrame:
     """The table with the record fields added after its run was written (LATER_FIELDS), at their
-    defaults: a run recorded before reasoning streams were read had none."""
+    defaults: a run recorded before reasoning streams were read had none; one recorded before the
+    client's stalls were probed has them as not measured (None)."""
     missing = {name: [list(value) if isinstance(value, list) else value for _ in range(len(frame))]
                for name, value in LATER_FIELDS.items() if name not in frame.columns}
     return frame.assign(**missing) if missing else frame

@@ -57,7 +57,8 @@ def shifted(result: StreamResult, offset_ns: int) -> StreamResult:
     move = lambda ns: None if ns is None else ns + offset_ns  # noqa: E731
     return replace(result, sent_ns=move(result.sent_ns), end_ns=move(result.end_ns),
                    first_token_ns=move(result.first_token_ns), last_token_ns=move(result.last_token_ns),
-                   chunk_ns=[ns + offset_ns for ns in result.chunk_ns])
+                   chunk_ns=[ns + offset_ns for ns in result.chunk_ns],
+                   stall_ns=None if result.stall_ns is None else [ns + offset_ns for ns in result.stall_ns])
 
 
 def _work(index: int, backend: Backend, options: Any, share: list[tuple[int, Prompt]], concurrency: int,
@@ -71,7 +72,7 @@ def _work(index: int, backend: Backend, options: Any, share: list[tuple[int, Pro
         async with Session(headers=options.headers, read_timeout_s=options.request_timeout_s,
                            extra_body=options.extra_body) as http:
             async def send(prompt: Prompt) -> StreamResult:
-                return await backend.send(http, options.base_url, prompt, options.deadlines(prompt))
+                return await http.watched(backend.send(http, options.base_url, prompt, options.deadlines(prompt)))
 
             async def record(seq: int, prompt: Prompt, result: StreamResult) -> None:
                 # The prompt goes back with its result: a conversation's later turns exist only here.

@@ -112,7 +112,7 @@ def _pool(http, backend: Backend, options: RunOptions, run: RunDir, writer: Back
     recorded = run.record
 
     async def send(prompt: Prompt) -> StreamResult:
-        return await backend.send(http, options.base_url, prompt, options.deadlines(prompt))
+        return await http.watched(backend.send(http, options.base_url, prompt, options.deadlines(prompt)))
 
     async def record(seq: int, prompt: Prompt, result: StreamResult) -> None:
         progress.chunks += len(result.chunk_ns)

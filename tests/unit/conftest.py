@@ -33,10 +33,12 @@ def build_record(
     meta_json: str | None = None,
     texts: list[str] | None = None,
     seq: int = 0,
+    stalls: list[tuple[float, float]] | None = None,
 ) -> RequestRecord:
     """One record. `chunks` holds (arrival ms after BASE_NS, new tokens) per token-bearing chunk;
     `end_ms` ([DONE]) defaults to 1 ms after the last chunk. `meta` is merged into a minimal meta
-    object of the engine's shape (SGLang meta_info, else OpenAI usage); `meta_json` replaces the stored JSON outright."""
+    object of the engine's shape (SGLang meta_info, else OpenAI usage); `meta_json` replaces the stored JSON outright.
+    `stalls`: (ms after BASE_NS the client's loop woke, ms late) each; None: not probed."""
     arrivals = [ns_at(ms) for ms, _ in chunks]
     counts = [sum(new for _, new in chunks[: i + 1]) for i in range(len(chunks))]
     total = counts[-1] if counts else 0
@@ -55,6 +57,8 @@ def build_record(
         last_token_ns=arrivals[-1] if arrivals else None,
         end_ns=ns_at(end_ms if end_ms is not None else last_ms + 1.0),
         chunk_ns=arrivals, chunk_tokens=counts,
+        stall_ns=None if stalls is None else [ns_at(ms) for ms, _ in stalls],
+        stall_late_ns=None if stalls is None else [round(late * 1e6) for _, late in stalls],
         output_text="".join(texts) if texts is not None else "x" * total,
         meta_info_json=json.dumps(base | (meta or {}), sort_keys=True) if meta_json is None else meta_json,
     )

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from harness.metrics import derive_requests, summarize
-from harness.metrics.integrity import burst_share, flag_counts, integrity_warning
+from harness.metrics.integrity import SLACK_MS, buffered, burst_share, flag_counts, integrity_warning
 
 FLAGS = ["buffered", "late_first_token", "sparse"]
 
@@ -85,6 +85,49 @@ def test_short_answers_are_not_judged_from_the_stream(derive):
     row = derive(chunks=[(10.0, 8)])
     assert flags_of(row) == set()
     assert row["ttft_ms"] == 10.0
+
+
+# ---- the noise floor is the client's own measured stall --------------------------------------
+
+def stalled_at_the_first_token(stall_ms: float) -> list[tuple[float, int]]:
+    """A healthy 3 ms-per-token stream (first token made at 9 ms, arriving at 10) whose client was
+    descheduled from 10 ms for `stall_ms`: the chunks of that time are stamped together when it ran again."""
+    made = steady(256)
+    woke = made[0][0] + stall_ms
+    held = sum(new for at, new in made if at <= woke)
+    return [(woke, held)] + [(at, new) for at, new in made if at > woke]
+
+
+def test_a_first_token_late_by_the_clients_own_stall_is_not_flagged(derive):
+    chunks = stalled_at_the_first_token(30.0)
+    meta = sglang_timing(9.0, chunks[-1][0] - 1)
+    unprobed = derive(chunks=chunks, meta=meta)
+    assert unprobed["ttft_excess_ms"] == pytest.approx(29.0, abs=0.01)  # past SLACK_MS alone: flagged
+    assert flags_of(unprobed) == {"late_first_token"} and math.isnan(unprobed["client_stall_ms"])
+    probed = derive(chunks=chunks, meta=meta, stalls=[(12.0, 2.5), (40.0, 27.0)])
+    assert probed["client_stall_ms"] == pytest.approx(27.0)
+    assert probed["noise_floor_ms"] == pytest.approx(SLACK_MS + 27.0)
+    assert flags_of(probed) == set()
+
+
+def test_a_first_token_held_back_longer_than_any_stall_is_still_flagged(derive):
+    """A proxy held the first token 300 ms; the client's loop stalled 27 ms meanwhile."""
+    chunks = steady(256, first_ms=310.0, step_ms=1.0)
+    row = derive(chunks=chunks, meta=sglang_timing(9.0, 9.0 + 3.0 * 255), stalls=[(40.0, 27.0)])
+    assert flags_of(row) >= {"late_first_token"}
+
+
+def test_a_decode_seen_shorter_than_the_servers_is_buffered_only_past_the_noise_floor():
+    """The client saw the tokens over 10 ms of the server's 60 ms decode: 50 ms short."""
+    def rule(floor_ms: float) -> bool:
+        one = lambda value: np.array([value], dtype=float)  # noqa: E731
+        return bool(buffered(one(0.1), one(10 / 60), one(10.0), one(60.0), np.array([True]), one(floor_ms))[0])
+    assert rule(SLACK_MS + 29.0) and not rule(SLACK_MS + 31.0)
+
+
+def test_a_probed_request_without_a_stall_has_the_plain_floor(derive):
+    row = derive(chunks=steady(64), stalls=[])
+    assert row["client_stall_ms"] == 0.0 and row["noise_floor_ms"] == SLACK_MS
 
 
 # ---- faults are flagged and lose their stream timings -----------------------------------------
