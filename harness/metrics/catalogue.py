@@ -117,6 +117,7 @@ RUN_VALUES = (
     _r("requests_buffered", "count", LOWER, "requests most of whose answer arrived at once"),
     _r("requests_late_first_token", "count", LOWER, "requests whose first token was held back"),
     _r("requests_sparse", "count", LOWER, "requests with far fewer chunks than tokens"),
+    _r("requests_client_stalled", "count", LOWER, "requests whose first token the client itself stamped late"),
     _r("offered_rate_rps", "req/s", NEITHER, "open loop: requests over the span of their scheduled sends",
        headline=("value",)),
     _r("achieved_rate_rps", "req/s", HIGHER, "open loop: requests over the span of their actual sends",

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from harness.engines.meta import SPEC_COLUMNS
-from harness.metrics.integrity import integrity_columns, mask_stream_timings
+from harness.metrics.integrity import first_token_stall_ms, integrity_columns, mask_stream_timings
 from harness.metrics.latency import client_columns, counts_from_server
 from harness.metrics.load import load_columns
 from harness.metrics.reasoning import reasoning_columns
@@ -14,6 +14,14 @@ from harness.metrics.schema import DERIVED_COLUMNS
 from harness.metrics.server import server_columns
 from harness.metrics.speculative import engine_steps, speculation, tokens_per_step
 from harness.metrics.values import elapsed_ms, floats, parse_meta
+
+
+def first_token_stalls(df: pd.DataFrame) -> np.ndarray:
+    """`first_token_stall_ms` of each request; NaN for all in a table without stall columns (imported)."""
+    if "stall_late_ns" not in df:
+        return np.full(len(df), np.nan)
+    return np.array([first_token_stall_ms(first, at, late) for first, at, late in
+                     zip(df["first_token_ns"], df["stall_ns"], df["stall_late_ns"])], dtype=float)
 
 
 def derive_requests(df: pd.DataFrame) -> pd.DataFrame:
@@ -35,8 +43,7 @@ def derive_requests(df: pd.DataFrame) -> pd.DataFrame:
     columns["tokens_per_step"], columns["tokens_per_step_source"] = tokens_per_step(
         completion, steps, columns["tokens_per_chunk"])
     from_server = np.array([counts_from_server(m) for m in metas], dtype=bool)
-    stalls = list(df["stall_late_ns"]) if "stall_late_ns" in df else [None] * len(df)
-    columns |= integrity_columns(columns, list(df["chunk_ns"]), list(df["chunk_tokens"]), stalls, completion,
+    columns |= integrity_columns(columns, list(df["chunk_ns"]), list(df["chunk_tokens"]), first_token_stalls(df), completion,
                                  elapsed_ms(df["last_token_ns"], df["first_token_ns"]), from_server)
     mask_stream_timings(columns, columns["stream_flagged"])
     out = df.copy()

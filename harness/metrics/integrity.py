@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from harness.engines.stalls import PERIOD_NS
 from harness.metrics.values import int_array, ratio
 
 # Stream rules judge only requests at least this long: in shorter ones a single speculative chunk
@@ -27,15 +28,16 @@ BURST_TOKEN_SHARE = 0.5
 # buffered (server): the client saw the tokens over less than DECODE_SHARE of the server's decode.
 DECODE_SHARE = 0.5
 # Differences smaller than the noise floor are scheduling noise, never evidence: SLACK_MS plus the
-# longest stall of the client's own loop while the request ran (`harness.engines.stalls`), the
-# delay a busy host put on the client's stamps, measured; SLACK_MS alone where none was measured.
+# stall of the client's own loop that held the first token's stamp (`harness.engines.stalls`),
+# measured; SLACK_MS alone where none was measured. A first token the client itself stamped more
+# than SLACK_MS late is `client_stalled`: its timings are the busy host's, not the server's.
 SLACK_MS = 20.0
 # sparse: more than SPARSE_FACTOR times the tokens per chunk that the engine's steps explain
 # (one without speculation, the server's accept length with it).
 SPARSE_FACTOR = 4.0
 
-FLAGS = ("buffered", "late_first_token", "sparse")
-EVIDENCE = ("burst_share", "client_decode_share", "ttft_excess_ms", "client_stall_ms", "noise_floor_ms")
+FLAGS = ("buffered", "late_first_token", "sparse", "client_stalled")
+EVIDENCE = ("burst_share", "client_decode_share", "ttft_excess_ms", "first_token_stall_ms", "noise_floor_ms")
 INTEGRITY_COLUMNS = (*EVIDENCE, *FLAGS, "stream_flagged")
 # Client columns that depend on when chunks arrived; left out (NaN, empty list) for flagged requests.
 STREAM_TIMING_COLUMNS = ("ttft_ms", "ttfat_ms", "decode_ms", "tpot_ms", "decode_tok_s", "chunk_gaps_ms",
@@ -79,17 +81,29 @@ def ttft_excess_ms(ttft: np.ndarray, server_ttft: np.ndarray, e2e: np.ndarray,
     return (ttft - server_ttft) - (e2e - server_e2e)
 
 
-def client_stall_ms(late_ns: list) -> np.ndarray:
-    """The longest stall of the client's loop while each request ran, ms: `max(stall_late_ns)`, 0
-    without a stall; NaN where none was measured (no probe ran)."""
-    return np.array([np.nan if cell is None or (isinstance(cell, float) and np.isnan(cell))
-                     else int_array(cell).max(initial=0) / 1e6 for cell in late_ns], dtype=float)
+def first_token_stall_ms(first_token_ns: object, stall_ns: object, stall_late_ns: object) -> float:
+    """How long the client's own loop stalled where it stamped the first token, ms: the longest
+    stall whose span `[at - late, at + PERIOD_NS]` holds `first_token_ns` (a chunk that waited
+    through a stall is stamped in the loop turn that ends it), 0 without one; NaN where no probe ran
+    or no token came."""
+    if stall_late_ns is None or (isinstance(stall_late_ns, float) and np.isnan(stall_late_ns)):
+        return float("nan")
+    if first_token_ns is None or first_token_ns is pd.NA or (isinstance(first_token_ns, float) and np.isnan(first_token_ns)):
+        return float("nan")
+    at, late = int_array(stall_ns), int_array(stall_late_ns)
+    holding = (at - late <= int(first_token_ns)) & (int(first_token_ns) <= at + PERIOD_NS)
+    return float(late[holding].max(initial=0)) / 1e6
 
 
 def noise_floor_ms(stall_ms: np.ndarray) -> np.ndarray:
-    """The difference below which a request's timings are noise, ms: `SLACK_MS + client_stall_ms`
+    """The difference below which a request's timings are noise, ms: `SLACK_MS + first_token_stall_ms`
     (the stall taken as 0 where it was not measured)."""
     return SLACK_MS + np.nan_to_num(stall_ms, nan=0.0)
+
+
+def client_stalled(stall_ms: np.ndarray) -> np.ndarray:
+    """The client itself stamped the first token more than SLACK_MS late (NaN, not measured: no)."""
+    return stall_ms > SLACK_MS
 
 
 def buffered(burst: np.ndarray, client_decode_share: np.ndarray, token_span_ms: np.ndarray,
@@ -114,11 +128,12 @@ def sparse(tokens_per_chunk: np.ndarray, accept_length: np.ndarray, judged: np.n
     return judged & (tokens_per_chunk > SPARSE_FACTOR * per_step)
 
 
-def integrity_columns(columns: dict[str, object], chunk_ns: list, chunk_tokens: list, stall_late_ns: list,
+def integrity_columns(columns: dict[str, object], chunk_ns: list, chunk_tokens: list, stall_ms: np.ndarray,
                       completion_tokens: np.ndarray, token_span_ms: np.ndarray,
                       counts_from_server: np.ndarray) -> dict[str, np.ndarray]:
     """The evidence and flag columns of every request, from the derived client, server and
-    speculation columns (`columns`, unmasked), the raw chunk stamps and the client's stalls.
+    speculation columns (`columns`, unmasked), the raw chunk stamps and each request's
+    `first_token_stall_ms`.
 
     The burst rule needs the server's running counts; the sparse rule counts chunks only.
     """
@@ -128,17 +143,17 @@ def integrity_columns(columns: dict[str, object], chunk_ns: list, chunk_tokens: 
     decode_share = ratio(token_span_ms, server_decode)
     excess = ttft_excess_ms(columns["ttft_ms"], columns["server_ttft_ms"], columns["e2e_ms"],
                             columns["server_e2e_ms"])
-    stall = client_stall_ms(stall_late_ns)
-    floor = noise_floor_ms(stall)
+    floor = noise_floor_ms(stall_ms)
     flags = {
         "buffered": buffered(burst, decode_share, token_span_ms, server_decode, long_enough & counts_from_server,
                              floor),
         "late_first_token": late_first_token(excess, columns["server_ttft_ms"], floor),
         "sparse": sparse(columns["tokens_per_chunk"], columns["accept_length"], long_enough),
+        "client_stalled": client_stalled(stall_ms),
     }
-    flagged = flags["buffered"] | flags["late_first_token"] | flags["sparse"]
+    flagged = np.logical_or.reduce([flags[flag] for flag in FLAGS])
     return {"burst_share": burst, "client_decode_share": decode_share, "ttft_excess_ms": excess,
-            "client_stall_ms": stall, "noise_floor_ms": floor, **flags, "stream_flagged": flagged}
+            "first_token_stall_ms": stall_ms, "noise_floor_ms": floor, **flags, "stream_flagged": flagged}
 
 
 def mask_stream_timings(columns: dict[str, object], flagged: np.ndarray) -> None:
@@ -169,5 +184,5 @@ def integrity_warning(counts: dict[str, float], requests: float) -> str | None:
         return None
     why = ", ".join(f"{flag.replace('_', ' ')} {int(counts[f'requests_{flag}'])}" for flag in FLAGS
                     if counts.get(f"requests_{flag}"))
-    return (f"WARNING: {flagged} of {int(requests)} requests did not stream their decode ({why}): "
+    return (f"WARNING: {flagged} of {int(requests)} requests were not seen streaming their decode ({why}): "
             f"left out of client TTFT, TPOT, ITL and decode rates (docs/metrics.md, stream integrity)")

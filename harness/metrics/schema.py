@@ -15,8 +15,8 @@ DERIVED_COLUMNS = (
     "ttft_client_minus_server_ms", "e2e_client_minus_server_ms",
     "accept_length", "verify_rounds", "accepted_draft_tokens", "proposed_draft_tokens", "accept_rate",
     "tokens_per_step", "tokens_per_step_source",
-    "burst_share", "client_decode_share", "ttft_excess_ms", "client_stall_ms", "noise_floor_ms",
-    "buffered", "late_first_token", "sparse", "stream_flagged",
+    "burst_share", "client_decode_share", "ttft_excess_ms", "first_token_stall_ms", "noise_floor_ms",
+    "buffered", "late_first_token", "sparse", "client_stalled", "stream_flagged",
 )
 
 # Units of the summary metrics by kind, in catalogue order (harness.metrics.catalogue states them).

@@ -27,6 +27,7 @@ from tests.e2e.conftest import only_run_dir, sparkbench, synthetic_args
 PROFILE = "cpu-testbed-standalone"
 DRAFTS_PER_ROUND = 3
 SAME_PROMPTS = ("--seed", "3", "--salt", "11")
+ATTEMPTS = 4  # runs of two requests, at most, for one that streamed as made
 # Stated tolerance for client vs server TPOT: the TTFT and end-to-end offsets differ by no more than
 # the stream-integrity slack (tests/e2e/test_metrics_sglang.py), spread over the N - 1 decode gaps.
 
@@ -97,30 +98,51 @@ def test_batch_of_three_decodes_the_same_tokens_as_batch_one(batch1_run, batch3_
     assert set(alone) <= set(batch3_run[1]["prompt_id"])
 
 
-def test_each_streamed_chunk_ends_where_a_verify_round_ends(batch1_run):
+@pytest.fixture(scope="module")
+def streamed_62(batch1_run, sglang_standalone_server, tmp_path_factory):
+    """Requests of 62 tokens that the stream integrity rules left in (they keep their ITL and TPOT):
+    batch1_run's, and more runs like it until there is one, at most ATTEMPTS runs in all. On a busy
+    host SGLang's output process may send a whole answer at once, which the rules flag, rightly."""
+    tables = [batch1_run[1]]
+    while len(streamed(tables)) == 0 and len(tables) < ATTEMPTS:
+        tables.append(_run(sglang_standalone_server, tmp_path_factory.mktemp("n62"), prompts=2, output_tokens=62,
+                           concurrency=1)[1])
+    return streamed(tables)
+
+
+def streamed(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    derived = pd.concat(tables, ignore_index=True)
+    return derived[~derived["stream_flagged"].astype(bool)]
+
+
+def test_each_streamed_chunk_ends_where_a_verify_round_ends(batch1_run, streamed_62):
     """Prefill brings 1 token, each round 4, the last round the 1 still missing: the running counts
     the stream carries are those rounds' ends. An output process that falls behind (a busy host)
-    sends two rounds in one chunk, so a round's end may be missing, but no chunk ends inside a round."""
+    sends two rounds in one chunk (the prefill's token and the first round's too), so a round's end
+    may be missing, but no chunk ends inside a round."""
     run_dir, derived = batch1_run
     assert json.loads((run_dir / "manifest.json").read_text())["stream_mode"] == "cumulative"
     round_ends = [1 + 4 * k for k in range(rounds(62))] + [62]
     for row in derived.itertuples():
         counts = [int(count) for count in row.chunk_tokens]
-        assert counts[0] == 1 and counts[-1] == 62 and counts == sorted(set(counts)), counts
+        assert counts[-1] == 62 and counts == sorted(set(counts)), counts
         assert set(counts) <= set(round_ends), counts
-        assert list(row.chunk_gap_tokens) == np.diff(counts).tolist()
+    assert len(streamed_62) > 0
+    for row in streamed_62.itertuples():
+        assert list(row.chunk_gap_tokens) == np.diff([int(count) for count in row.chunk_tokens]).tolist()
 
 
-def test_itl_spreads_each_chunk_over_its_tokens_and_tpot_agrees_with_the_server(batch1_run):
-    _, derived = batch1_run
-    for row in derived.itertuples():
+def test_itl_spreads_each_chunk_over_its_tokens_and_tpot_agrees_with_the_server(streamed_62):
+    assert len(streamed_62) > 0
+    for row in streamed_62.itertuples():
         assert len(row.itl_ms) == 61
         assert sum(row.itl_ms) == pytest.approx((row.last_token_ns - row.first_token_ns) / 1e6)
         for gap, tokens, start in zip(row.chunk_gaps_ms, row.chunk_gap_tokens,
                                       [sum(row.chunk_gap_tokens[:i]) for i in range(len(row.chunk_gap_tokens))]):
             assert row.itl_ms[start:start + tokens] == pytest.approx([gap / tokens] * tokens)
-    difference = (derived["tpot_ms"] - derived["server_tpot_ms"]).abs()
-    assert (difference <= np.fmax(derived["server_ttft_ms"], derived["noise_floor_ms"]) / 61).all(), difference.tolist()
+    difference = (streamed_62["tpot_ms"] - streamed_62["server_tpot_ms"]).abs()
+    assert (difference <= np.fmax(streamed_62["server_ttft_ms"], streamed_62["noise_floor_ms"]) / 61).all(), \
+        difference.tolist()
 
 
 def test_canary_refuses_the_wrong_draft_before_measuring(sglang_wrong_draft_server, tmp_path):

@@ -14,7 +14,7 @@ from harness.guard.profiles import load_profile
 from harness.guard.stream import check_stream
 from tests.fakes.stream_server import Script, serving
 
-HEALTHY = {"completion_tokens": 64, "buffered": False, "late_first_token": False, "sparse": False,
+HEALTHY = {"completion_tokens": 64, "buffered": False, "late_first_token": False, "sparse": False, "client_stalled": False,
            "burst_share": 0.03, "client_decode_share": 1.0, "ttft_excess_ms": 0.5}
 
 

@@ -10,7 +10,7 @@ import pytest
 from harness.metrics import derive_requests, summarize
 from harness.metrics.integrity import SLACK_MS, buffered, burst_share, flag_counts, integrity_warning
 
-FLAGS = ["buffered", "late_first_token", "sparse"]
+FLAGS = ["buffered", "late_first_token", "sparse", "client_stalled"]
 
 
 def steady(tokens: int, first_ms: float = 10.0, step_ms: float = 3.0, per_chunk: int = 1) -> list[tuple[float, int]]:
@@ -98,23 +98,33 @@ def stalled_at_the_first_token(stall_ms: float) -> list[tuple[float, int]]:
     return [(woke, held)] + [(at, new) for at, new in made if at > woke]
 
 
-def test_a_first_token_late_by_the_clients_own_stall_is_not_flagged(derive):
+def test_a_first_token_the_client_stamped_late_is_the_clients_flag_not_the_servers(derive):
     chunks = stalled_at_the_first_token(30.0)
     meta = sglang_timing(9.0, chunks[-1][0] - 1)
     unprobed = derive(chunks=chunks, meta=meta)
-    assert unprobed["ttft_excess_ms"] == pytest.approx(29.0, abs=0.01)  # past SLACK_MS alone: flagged
-    assert flags_of(unprobed) == {"late_first_token"} and math.isnan(unprobed["client_stall_ms"])
-    probed = derive(chunks=chunks, meta=meta, stalls=[(12.0, 2.5), (40.0, 27.0)])
-    assert probed["client_stall_ms"] == pytest.approx(27.0)
-    assert probed["noise_floor_ms"] == pytest.approx(SLACK_MS + 27.0)
-    assert flags_of(probed) == set()
+    assert unprobed["ttft_excess_ms"] == pytest.approx(29.0, abs=0.01)  # past SLACK_MS alone
+    assert flags_of(unprobed) == {"late_first_token"} and math.isnan(unprobed["first_token_stall_ms"])
+    probed = derive(chunks=chunks, meta=meta, stalls=[(12.0, 2.5), (40.0, 30.0)])
+    assert probed["first_token_stall_ms"] == pytest.approx(30.0)  # the stall from 10 to 40 ms, not the one at 12
+    assert probed["noise_floor_ms"] == pytest.approx(SLACK_MS + 30.0)
+    assert flags_of(probed) == {"client_stalled"} and math.isnan(probed["ttft_ms"])
 
 
-def test_a_first_token_held_back_longer_than_any_stall_is_still_flagged(derive):
-    """A proxy held the first token 300 ms; the client's loop stalled 27 ms meanwhile."""
+def test_a_stall_away_from_the_first_token_excuses_nothing(derive):
+    chunks = stalled_at_the_first_token(30.0)
+    row = derive(chunks=chunks, meta=sglang_timing(9.0, chunks[-1][0] - 1), stalls=[(200.0, 30.0)])
+    assert row["first_token_stall_ms"] == 0.0
+    assert flags_of(row) == {"late_first_token"}
+
+
+@pytest.mark.parametrize("stall_at_ms, flags", [(40.0, {"late_first_token"}),
+                                                (310.0, {"late_first_token", "client_stalled"})])
+def test_a_first_token_held_back_longer_than_any_stall_is_still_late(derive, stall_at_ms, flags):
+    """A proxy held the first token 300 ms; the client's loop stalled 27 ms, away from the first
+    token's stamp or holding it."""
     chunks = steady(256, first_ms=310.0, step_ms=1.0)
-    row = derive(chunks=chunks, meta=sglang_timing(9.0, 9.0 + 3.0 * 255), stalls=[(40.0, 27.0)])
-    assert flags_of(row) >= {"late_first_token"}
+    row = derive(chunks=chunks, meta=sglang_timing(9.0, 9.0 + 3.0 * 255), stalls=[(stall_at_ms, 27.0)])
+    assert flags_of(row) - {"buffered"} == flags
 
 
 def test_a_decode_seen_shorter_than_the_servers_is_buffered_only_past_the_noise_floor():
@@ -127,7 +137,7 @@ def test_a_decode_seen_shorter_than_the_servers_is_buffered_only_past_the_noise_
 
 def test_a_probed_request_without_a_stall_has_the_plain_floor(derive):
     row = derive(chunks=steady(64), stalls=[])
-    assert row["client_stall_ms"] == 0.0 and row["noise_floor_ms"] == SLACK_MS
+    assert row["first_token_stall_ms"] == 0.0 and row["noise_floor_ms"] == SLACK_MS
 
 
 # ---- faults are flagged and lose their stream timings -----------------------------------------
@@ -227,7 +237,7 @@ def test_warning_names_how_many_and_why(make_record, frame_of):
 def test_an_empty_table_has_no_flags(frame_of):
     counts = flag_counts(derive_requests(frame_of([])))
     assert counts == {"requests_flagged": 0.0, "requests_buffered": 0.0, "requests_late_first_token": 0.0,
-                      "requests_sparse": 0.0}
+                      "requests_sparse": 0.0, "requests_client_stalled": 0.0}
     assert np.isnan(summary_value(summarize(frame_of([]), "r", "synthetic"), "ttft_ms", "mean"))
 
 

@@ -32,8 +32,8 @@ EXPECTED_DERIVED = {
     "ttft_client_minus_server_ms", "e2e_client_minus_server_ms",
     "accept_length", "verify_rounds", "accepted_draft_tokens", "proposed_draft_tokens",
     "accept_rate", "tokens_per_step", "tokens_per_step_source",
-    "burst_share", "client_decode_share", "ttft_excess_ms", "client_stall_ms", "noise_floor_ms",
-    "buffered", "late_first_token", "sparse", "stream_flagged",
+    "burst_share", "client_decode_share", "ttft_excess_ms", "first_token_stall_ms", "noise_floor_ms",
+    "buffered", "late_first_token", "sparse", "client_stalled", "stream_flagged",
 }
 EXPECTED_DISTRIBUTIONS = {
     "ttft_ms", "ttfat_ms", "reasoning_tokens", "tpot_ms", "e2e_ms", "decode_ms", "e2e_per_token_ms", "decode_tok_s", "itl_ms",
@@ -47,6 +47,7 @@ EXPECTED_RUN_VALUES = {
     "decode_throughput_mean_of_requests", "accept_length_request_weighted",
     "accept_length_token_weighted", "prefix_cache_hit_rate",
     "requests_flagged", "requests_buffered", "requests_late_first_token", "requests_sparse",
+    "requests_client_stalled",
     "requests_ok", "requests_failed", "error_rate", "errors_disconnected", "errors_http_status",
     "errors_redirect", "errors_malformed_chunk", "errors_no_done", "errors_timeout", "errors_first_token_timeout", "errors_aborted",
     "errors_no_tokens", "errors_short_output", "errors_impossible_count", "offered_rate_rps", "achieved_rate_rps",

@@ -213,7 +213,7 @@ def test_a_run_with_buffered_streams_warns_in_the_summary_and_the_report(tmp_pat
     records = [build_record(chunks=[(20.0 + 3.0 * k, 1) for k in range(32)], seq=i) for i in range(3)]
     records.append(build_record(chunks=[(120.0, 32)], seq=3))  # the whole answer in one chunk
     run_dir = write_run(tmp_path / "results", "20260101T000000Z-buffered", records, SYNTHETIC)
-    warning = "1 of 4 requests did not stream their decode (buffered 1, sparse 1)"
+    warning = "1 of 4 requests were not seen streaming their decode (buffered 1, sparse 1)"
     assert warning in format_run_summary(Run.load(run_dir))
     html_path, md_path = build_report([run_dir], tmp_path / "report")
     assert warning in html_path.read_text() and warning in md_path.read_text()
