@@ -23,6 +23,16 @@ def test_sglang_server_timings_are_seconds(derive_one):
     assert row["e2e_client_minus_server_ms"] == pytest.approx(3.0)
 
 
+def test_differences_hold_when_the_decode_is_longer_than_twice_the_first_token(derive_one):
+    """The two cases above have every later figure under twice the earlier (where `a % b == a - b`):
+    here the server's decode is 108 ms after a 20 ms first token, and the client's end 172 ms late."""
+    meta = {"first_token_latency": 0.020, "e2e_latency": 0.128}
+    row = derive_one(chunks=[(100, 1), (200, 1), (250, 1), (299, 1)], end_ms=300, meta=meta)
+    assert row["server_tpot_ms"] == pytest.approx(36.0)
+    assert row["ttft_client_minus_server_ms"] == pytest.approx(80.0)
+    assert row["e2e_client_minus_server_ms"] == pytest.approx(172.0)
+
+
 def test_vllm_server_timings(derive_one):
     meta = {"metrics": {"time_to_first_token_ms": 90.0, "generation_time_ms": 35.0}}
     row = derive_one(chunks=[(100, 1), (110, 2), (120, 1)], end_ms=126, engine="vllm", meta=meta)
