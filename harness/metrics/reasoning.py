@@ -28,9 +28,9 @@ def first_answer_ns(text: object, reasoning: object, text_ns: object, text_chars
     start = answer_start(text)
     if len(stamps):
         past = np.flatnonzero(chars > start)
-        return float(stamps[past[0]]) if len(past) and start < len(text) else np.nan
+        return float(stamps[past[0]]) if len(past) else np.nan  # running lengths never pass an unfinished think
     thinking = isinstance(reasoning, str) and reasoning != ""
-    if thinking or start > 0 or first_token_ns is None or pd.isna(first_token_ns):
+    if thinking or start > 0 or pd.isna(first_token_ns):  # None, NaN and pd.NA alike
         return np.nan
     return float(first_token_ns)
 

@@ -159,6 +159,20 @@ def test_ttfat_of_a_record_without_text_stamps():
     assert math.isnan(derived.loc[1, "ttfat_ms"]) and math.isnan(derived.loc[2, "ttfat_ms"])
 
 
+def test_ttfat_is_a_difference_of_stamps_whatever_their_origin():
+    """perf_counter_ns counts from an arbitrary point: a request sent 1 ms after it still gets its
+    answer's time from the difference (3.5 - 1 ms), not from any other combination of the stamps."""
+    early = reasoning_record([(300.0, "42")])
+    early.sent_ns, early.text_ns, early.first_token_ns, early.chunk_ns = 1_000_000, [3_500_000], 3_500_000, [3_500_000]
+    early.last_token_ns, early.end_ns = 3_500_000, 3_600_000
+    assert derived_of(early).loc[0, "ttfat_ms"] == 2.5
+
+
+def test_a_request_without_any_token_has_no_answer_time(make_record, frame_of):
+    derived = derive_requests(frame_of([make_record(chunks=[], completion_tokens=0)]))
+    assert math.isnan(derived.loc[0, "ttfat_ms"])
+
+
 def test_reasoning_tokens_from_the_servers_usage():
     assert reasoning_tokens({"usage": {"completion_tokens_details": {"reasoning_tokens": 3}}}) == 3.0
     assert math.isnan(reasoning_tokens({"usage": {"completion_tokens": 5}}))
