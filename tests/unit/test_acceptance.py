@@ -167,6 +167,38 @@ def test_accept_length_along_the_output_uses_chunks_only_where_they_are_steps():
     assert accept_length_by_position(derive_requests(to_frame([per_token]))).empty
 
 
+def _steps_record(finish_reason: str | None):
+    """Running counts 1, 3, 4, 8, 9, 12: steps beginning at 1, 3, 4, 8, 9 bring 2, 1, 4, 1, 3 tokens."""
+    counts = [1, 3, 4, 8, 9, 12]
+    record = build_record(chunks=[(10.0 * (i + 1), now - before) for i, (before, now) in
+                                  enumerate(zip([0, *counts], counts))], meta=_spec_meta([1, 1, 2, 1], 5, 15, 12))
+    record.finish_reason = finish_reason
+    return record
+
+
+@pytest.mark.parametrize("finish_reason", ["stop", None, "abort"])
+def test_each_step_lands_in_its_bin_from_zero_to_past_the_last_start(finish_reason):
+    """Four bins from 0 to 10 (the last step's start plus one): 2.5 wide."""
+    bins = accept_length_by_position(derive_requests(to_frame([_steps_record(finish_reason)])), bins=4)
+    assert bins["bin_start"].tolist() == [0.0, 2.5, 5.0, 7.5] and bins["bin_end"].tolist() == [2.5, 5.0, 7.5, 10.0]
+    assert bins["steps"].tolist() == [1, 2, 0, 2]
+    assert bins["accept_length"].tolist()[:2] == [2.0, 2.5] and bins["accept_length"].tolist()[3] == 2.0
+    assert math.isnan(bins["accept_length"][2])
+
+
+def test_the_last_step_at_the_cap_is_left_out_and_eight_bins_by_default():
+    bins = accept_length_by_position(derive_requests(to_frame([_steps_record("length")])))
+    assert len(bins) == 8 and bins["steps"].sum() == 4  # the step from 9 to 12 was cut at the cap
+    assert bins["bin_end"].iloc[-1] == 9.0  # the longest output's last step start (8) plus one, past 8 bins
+
+
+def test_a_request_of_one_step_has_that_step_along_the_output():
+    one = build_record(chunks=[(10.0, 1), (20.0, 4)], meta=_spec_meta([0, 0, 0, 1], 1, 3, 5))
+    one.finish_reason = "stop"
+    bins = accept_length_by_position(derive_requests(to_frame([one])))
+    assert bins["steps"].sum() == 1 and bins.loc[bins["steps"] == 1, "accept_length"].tolist() == [4.0]
+
+
 def test_speedups_the_spec_bench_way_and_the_aggregate_way():
     def requests(e2e_ms: list[float], tokens: list[int]):
         return derive_requests(to_frame([build_record(chunks=[(1.0, 1), (e2e_ms[i] - 1, n - 1)], end_ms=e2e_ms[i],
