@@ -38,8 +38,7 @@ def length_bin_index(completion_tokens: np.ndarray, edges: Sequence[float]) -> n
     """Bin of each request by completion_tokens: i where `edges[i] <= tokens < edges[i+1]`, else -1
     (outside the edges, or no count)."""
     index = np.searchsorted(np.asarray(edges, dtype=float), completion_tokens, side="right") - 1
-    inside = np.isfinite(completion_tokens) & (index >= 0) & (index < len(edges) - 1)
-    return np.where(inside, index, -1)
+    return np.where(index < len(edges) - 1, index, -1)  # NaN and +inf sort past the last edge
 
 
 def by_length_bin(df: pd.DataFrame, edges: Sequence[float]) -> pd.DataFrame:
