@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from harness.analysis.compare import compare_runs
 from harness.metrics import derive_requests
-from harness.metrics.verify_cost import decode_rounds, verify_cost
+from harness.metrics.verify_cost import decode_rounds, pooled_ms, verify_cost
 from tests.unit.conftest import build_record, to_frame
 from tests.unit.test_report import SYNTHETIC, write_run
 
@@ -85,3 +86,36 @@ def test_a_flagged_stream_does_not_count_rounds():
     spec["tokens_per_step_source"] = [None]  # what the integrity rules leave of a flagged stream
     assert decode_rounds(spec).tolist() != decode_rounds(spec).tolist()  # NaN
     assert math.isnan(verify_cost(spec, derived([plain(0)]), timing="server")["verify_cost_ratio"])
+
+
+def test_pooled_time_leaves_out_a_request_without_a_time_or_any_unit():
+    assert pooled_ms(np.array([10.0, math.nan, 4.0]), np.array([2.0, 2.0, 0.0])) == 5.0
+
+
+def test_a_stream_the_integrity_rules_flag_counts_no_rounds_beside_one_that_counts():
+    held = build_record(chunks=[(100.0, 1), (300.0, 31)], end_ms=300.0, seq=1, engine="vllm",
+                        meta={"metrics": {"speculative_decoding": {"num_spec_steps": 2}}})
+    table = derived([sglang_speculative(0), held])
+    assert table["tokens_per_step_source"].tolist() == ["server_steps", None]
+    rounds = decode_rounds(table)
+    assert rounds[0] == 4.0 and math.isnan(rounds[1])
+    figures = verify_cost(table, derived([plain(2)]))
+    assert figures["verify_round_ms"] == pytest.approx(25.0)  # the held request's time counts nowhere
+    assert figures["decode_tokens_per_round"] == pytest.approx(3.0)  # nor its tokens
+
+
+def test_server_timing_is_the_servers_own_where_the_client_saw_longer():
+    """The server decoded the speculative answer in 50 ms (12.5 ms a round) while the client saw 100."""
+    fast = sglang_speculative(0)
+    fast.meta_info_json = fast.meta_info_json.replace('"e2e_latency": 0.21', '"e2e_latency": 0.16')
+    timing = "".join(["ser", "ver"])  # a name built at run time, as an option's value is
+    figures = verify_cost(derived([fast]), derived([plain(1)]), timing=timing)
+    assert figures["verify_round_ms"] == pytest.approx(12.5) and figures["verify_cost_ratio"] == pytest.approx(1.25)
+
+
+@pytest.mark.parametrize("step_ms, ratio", [(0.0, math.nan), (0.5, 50.0)])
+def test_the_ratio_needs_a_plain_step_above_zero_and_takes_any_such(step_ms, ratio):
+    flat = [(100.0 + step_ms * k, 1) for k in range(11)]
+    baseline = build_record(chunks=flat, end_ms=100.0 + step_ms * 10, meta={})
+    figures = verify_cost(derived([sglang_speculative(0)]), derived([baseline]))
+    assert figures["verify_cost_ratio"] == pytest.approx(ratio, nan_ok=True)
