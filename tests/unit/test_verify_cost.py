@@ -95,10 +95,14 @@ def test_pooled_time_leaves_out_a_request_without_a_time_or_any_unit():
 def test_a_stream_the_integrity_rules_flag_counts_no_rounds_beside_one_that_counts():
     held = build_record(chunks=[(100.0, 1), (300.0, 31)], end_ms=300.0, seq=1, engine="vllm",
                         meta={"metrics": {"speculative_decoding": {"num_spec_steps": 2}}})
-    table = derived([sglang_speculative(0), held])
-    assert table["tokens_per_step_source"].tolist() == ["server_steps", None]
+    # SGLang counts its rounds whatever the stream did, but the client's decode time is left out.
+    held_sglang = build_record(chunks=[(100.0, 1), (300.0, 16)], end_ms=300.0, seq=2,
+                               meta=SERVER_TIMES | {"spec_verify_ct": 4})
+    table = derived([sglang_speculative(0), held, held_sglang])
+    assert table["tokens_per_step_source"].tolist() == ["server_steps", None, "server_steps"]
+    assert table["stream_flagged"].tolist() == [False, True, True]
     rounds = decode_rounds(table)
-    assert rounds[0] == 4.0 and math.isnan(rounds[1])
+    assert rounds[0] == 4.0 and math.isnan(rounds[1]) and rounds[2] == 4.0
     figures = verify_cost(table, derived([plain(2)]))
     assert figures["verify_round_ms"] == pytest.approx(25.0)  # the held request's time counts nowhere
     assert figures["decode_tokens_per_round"] == pytest.approx(3.0)  # nor its tokens
