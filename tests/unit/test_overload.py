@@ -6,6 +6,7 @@ load was lighter only when fewer requests were sent per second than were offered
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -13,7 +14,7 @@ from harness.analysis.run import Run
 from harness.analysis.tables import format_run_summary
 from harness.metrics import derive_requests, summarize
 from harness.metrics.load import lag_warning
-from harness.metrics.overload import overload_warning
+from harness.metrics.overload import completions_and_arrivals, overload_warning, ttft_growth
 from tests.unit.conftest import build_record, to_frame
 from tests.unit.test_report import SYNTHETIC, write_run
 from tests.unit.test_slo_metrics import due
@@ -81,3 +82,37 @@ def test_the_run_line_sets_the_offered_rate_beside_the_asked_one_and_calls_out_t
     shown = format_run_summary(Run.load(path))
     assert "open loop: rate asked 22/s (arrival seed 7), offered 20/s, sent 20/s, completed 10/s" in shown
     assert "WARNING: the server did not keep up with the load offered" in shown
+
+
+def test_the_second_half_counts_ok_completions_against_arrivals_exactly():
+    """FIFO at 10 req/s of 20 offered: due 0-5,950 ms, middle 2,975; requests 60-119 arrive in the
+    second half, and those ending within it (at 100 ms steps, 3,000-5,900) are 29, one of the 30 failed."""
+    records = fifo_records(120, service_ms=100.0)
+    records[40] = replace(records[40], status="error", error_kind="disconnected", error_message="gone")
+    assert completions_and_arrivals(derive_requests(to_frame(records))) == (29, 60)
+
+
+def test_arrivals_are_counted_from_the_middle_of_the_span_on():
+    """40 requests due in the first half of the span, 25 in the second: 25 arrived there."""
+    dues = [25.0 * i for i in range(40)] + [1000.0 + 40.0 * i for i in range(25)]
+    records = [due(build_record(chunks=[(ms + 5.0, 1)], sent_ms=ms, end_ms=ms + 6.0, seq=i), ms)
+               for i, ms in enumerate(dues)]
+    assert completions_and_arrivals(derive_requests(to_frame(records)))[1] == 25
+
+
+def test_ttft_growth_is_the_thirds_median_and_p90_in_due_order():
+    """Response TTFT of request i is 50 i + 99 ms: thirds of 40, medians at i = 19.5 and 99.5, p90 at 35.1."""
+    assert ttft_growth(derive_requests(to_frame(fifo_records(120, service_ms=100.0)))) == pytest.approx(
+        (1074.0, 1854.0, 5074.0))
+
+
+def test_the_warning_names_both_signs_with_their_figures():
+    warning = overload_warning(derive_requests(to_frame(fifo_records(120, service_ms=100.0))))
+    assert "over the second half of the schedule 30 requests completed of the 60 due" in warning
+    assert "response TTFT p50 rose from 1074.0 ms (first third of the requests) to 5074.0 ms (last third)" in warning
+
+
+def test_a_queue_must_grow_past_twice_its_start_plus_one():
+    keeps_up = derive_requests(to_frame(fifo_records(120, service_ms=30.0)))
+    assert overload_warning(keeps_up, server_queue=(4.0, 8.5)) is None
+    assert overload_warning(keeps_up, server_queue=(4.0, 9.5)) is not None
