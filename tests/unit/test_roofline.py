@@ -3,6 +3,7 @@ the published statement about Ling-3.0-flash on DGX Spark, device ceilings, a ru
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -10,8 +11,8 @@ import pytest
 
 from harness.analysis.reference import LING_FACTS
 from harness.analysis.roofline import RooflineInputs, run_roofline, weight_dtypes
-from harness.metrics.model_bytes import WeightDtypes, attention_parameters, kv_cache_bytes, weight_parts
-from harness.metrics.roofline import ceiling, decode_roofline, find_device
+from harness.metrics.model_bytes import Part, WeightDtypes, attention_parameters, kv_cache_bytes, weight_parts
+from harness.metrics.roofline import Roofline, ceiling, decode_roofline, find_device
 from harness.records.manifest import RunRecord
 
 LLAMA = {"num_hidden_layers": 2, "hidden_size": 128, "intermediate_size": 512, "vocab_size": 1000,
@@ -98,6 +99,7 @@ def test_device_ceilings_and_the_operator_override():
     assert find_device("NVIDIA H200").peak_gbps == 4800
     assert find_device("NVIDIA H100 PCIe").peak_gbps == 2000 and find_device("NVIDIA H100 80GB HBM3").peak_gbps == 3350
     assert ceiling("NVIDIA GB10")[0] == 273
+    assert find_device("NVIDIA A100-SXM4-80GB").peak_gbps == 2039 and find_device("NVIDIA B200").peak_gbps == 8000
     assert ceiling("NVIDIA H200", peak_gbps=4000)[0] == 4000
     peak, why = ceiling(None)
     assert math.isnan(peak) and "--peak-gbps" in why
@@ -124,3 +126,34 @@ def test_run_roofline_needs_a_config_and_a_plain_decode_step(tmp_path):
     assert speculative is None and "verify_cost_ratio" in why
     missing, why = run_roofline(RunRecord.of({"run_id": "r", "workload": {"name": "synthetic"}}), summary, 1000)
     assert missing is None and "--model-config" in why
+
+
+def _hand_made(kv_bytes: float = 500_000.0, step_ms: float = 2.5, peak_gbps: float = 10.0) -> Roofline:
+    parts = [Part("embed", 1_500_000, "bf16", "config"), Part("head", 500_000, "fp8", "checkpoint")]
+    return Roofline(parts, kv_bytes, "2 layers", step_ms, peak_gbps, "as given")
+
+
+def test_the_printed_figures_are_the_arithmetic_of_the_parts():
+    """3 MB + 0.5 MB of weights and 0.5 MB of KV cache in 2.5 ms: 1.6 GB/s, 16% of 10."""
+    roofline = _hand_made()
+    assert roofline.bytes_per_step == 4_000_000 and roofline.achieved_gbps == pytest.approx(1.6)
+    assert roofline.values()["roofline_fraction_of_peak"] == pytest.approx(0.16)
+    assert _hand_made(step_ms=0.5).achieved_gbps == pytest.approx(8.0)  # a step under 1 ms
+    assert roofline.lines() == [
+        "bytes one decode step reads at batch 1:",
+        "  embed: 1,500,000 weights x 2 B (bf16) = 3.000 MB  [config]",
+        "  head: 500,000 weights x 1 B (fp8) = 0.500 MB  [checkpoint]",
+        "  KV cache: 0.5 MB  [2 layers]",
+        "  total 0.004 GB per step; step 2.500 ms; achieved 1.6 GB/s of 10 GB/s peak (16%) [as given]"]
+
+
+def test_an_uncounted_kv_cache_adds_nothing_and_a_step_of_zero_or_a_peak_of_zero_gives_no_figure():
+    assert _hand_made(kv_bytes=math.nan).bytes_per_step == 3_500_000
+    assert "  KV cache: not counted  [2 layers]" in _hand_made(kv_bytes=math.nan).lines()
+    assert math.isnan(_hand_made(step_ms=0.0).achieved_gbps)
+    assert not _hand_made(peak_gbps=0.0).has_ceiling and _hand_made(peak_gbps=0.5).has_ceiling
+
+
+def test_a_device_entry_cannot_be_changed_by_a_reader():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        find_device("NVIDIA H200").peak_gbps = 1.0
