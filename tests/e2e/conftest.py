@@ -19,6 +19,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from harness.testbed.envs import cache_root, ensure_model, server_logs_dir
@@ -228,3 +229,8 @@ def only_run_dir(results: Path) -> Path:
     runs = [p for p in results.iterdir() if p.is_dir()]
     assert len(runs) == 1, runs
     return runs[0]
+
+
+def streamed(derived: pd.DataFrame) -> pd.DataFrame:
+    """The requests the stream integrity rules left in (they keep their client stream timings)."""
+    return derived[~derived["stream_flagged"].astype(bool)]

@@ -25,7 +25,7 @@ import pytest
 
 from harness.metrics import derive_requests
 from harness.records.requests import load_requests
-from tests.e2e.conftest import only_run_dir, sparkbench, synthetic_args
+from tests.e2e.conftest import only_run_dir, sparkbench, streamed, synthetic_args
 
 E2E_SHARE = 0.01
 TPOT_SHARE = 0.01
@@ -53,11 +53,6 @@ def derived(sglang_server, tmp_path_factory):
         if len(streamed(pd.concat(tables))) >= STREAMED:
             break
     return pd.concat(tables, ignore_index=True)
-
-
-def streamed(derived: pd.DataFrame) -> pd.DataFrame:
-    """The requests the stream integrity rules left in."""
-    return derived[~derived["stream_flagged"].astype(bool)]
 
 
 @pytest.mark.parametrize("column", ["ttft_client_minus_server_ms", "e2e_client_minus_server_ms"])

@@ -22,7 +22,7 @@ import pytest
 from harness.metrics import derive_requests
 from harness.metrics.speculative import accept_length_request_weighted, accept_length_token_weighted
 from harness.records.requests import load_requests
-from tests.e2e.conftest import only_run_dir, sparkbench, synthetic_args
+from tests.e2e.conftest import only_run_dir, sparkbench, streamed, synthetic_args
 
 PROFILE = "cpu-testbed-standalone"
 DRAFTS_PER_ROUND = 3
@@ -104,15 +104,10 @@ def streamed_62(batch1_run, sglang_standalone_server, tmp_path_factory):
     batch1_run's, and more runs like it until there is one, at most ATTEMPTS runs in all. On a busy
     host SGLang's output process may send a whole answer at once, which the rules flag, rightly."""
     tables = [batch1_run[1]]
-    while len(streamed(tables)) == 0 and len(tables) < ATTEMPTS:
+    while len(streamed(pd.concat(tables))) == 0 and len(tables) < ATTEMPTS:
         tables.append(_run(sglang_standalone_server, tmp_path_factory.mktemp("n62"), prompts=2, output_tokens=62,
                            concurrency=1)[1])
-    return streamed(tables)
-
-
-def streamed(tables: list[pd.DataFrame]) -> pd.DataFrame:
-    derived = pd.concat(tables, ignore_index=True)
-    return derived[~derived["stream_flagged"].astype(bool)]
+    return streamed(pd.concat(tables, ignore_index=True))
 
 
 def test_each_streamed_chunk_ends_where_a_verify_round_ends(batch1_run, streamed_62):
