@@ -9,8 +9,8 @@
 # uv.lock's, which leaves room under the 64 MiB a call may carry).
 #
 #   scripts/gpu/mutation.sh wheels          # here, with network: download the wheels into .whl/
-#   scripts/gpu/mutation.sh run [FROM TO]   # there (carry .whl): lines FROM..TO of the module list
-#                                           # (its comments and blank lines left out; default all)
+#   scripts/gpu/mutation.sh run [LINES...]  # there (carry .whl): these lines of the module list, each
+#                                           # N or N-M (its comments and blank lines left out; default all)
 #
 # MUTATION_SAMPLE (50) mutants a module, MUTATION_JOBS (the cores) modules at once; the output goes
 # to $OUT/mutation.txt (default gpu-work/out).
@@ -53,9 +53,10 @@ run() {
   if ! git rev-parse --git-dir >/dev/null 2>&1; then  # a copied tree: scripts/mutation.py mutates HEAD
     git init -q && git add -A && git -c user.name=mutation -c user.email=mutation@localhost commit -qm tree
   fi
-  local out=${OUT:-gpu-work/out} from=${1:-1} to=${2:-\$}
+  local out=${OUT:-gpu-work/out} picks="" spec
+  for spec in "${@:-1-\$}"; do picks+="${spec/-/,}p;"; done
   mkdir -p "$out"
-  mapfile -t modules < <(grep -v -e '^#' -e '^$' tests/mutation_modules.txt | sed -n "${from},${to}p")
+  mapfile -t modules < <(grep -v -e '^#' -e '^$' tests/mutation_modules.txt | sed -n "$picks")
   python3 -c 'import sys, numpy, pandas, pyarrow, pytest, scipy
 print(sys.version.split()[0], *(f"{m.__name__} {m.__version__}" for m in (numpy, pandas, pyarrow, pytest, scipy)))'
   python3 scripts/mutation.py --cosmic-ray /tmp/site/bin/cosmic-ray --sample "${MUTATION_SAMPLE:-50}" \
@@ -65,5 +66,5 @@ print(sys.version.split()[0], *(f"{m.__name__} {m.__version__}" for m in (numpy,
 case "${1:-}" in
   wheels) wheels ;;
   run) shift; run "$@" ;;
-  *) echo "usage: $0 wheels | run [FROM TO]" >&2; exit 2 ;;
+  *) echo "usage: $0 wheels | run [N | N-M ...]" >&2; exit 2 ;;
 esac
