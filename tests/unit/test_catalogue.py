@@ -56,3 +56,45 @@ def test_nightly_gates_follow_the_catalogue():
     assert all(m.direction != NEITHER for m in gated())
     assert [m.name for m in gated() if m.kind == ACCURACY] == ["gsm8k_accuracy_strict"]
     assert CATALOGUE["e2e_ms"].gate_stat == "p95"
+
+
+TIMES = {"ms", "s", "ms/token"}
+RATES = {"tok/s", "req/s", "tokens/round", "tokens/step"}
+NO_BETTER_SIDE = {"requests", "requests_ok", "offered_rate_rps", "run_span_s"}
+BARS = {"break_even_tokens_per_round"}  # the accept length a speculative run must reach: lower is better
+
+
+def test_which_way_is_better_follows_the_unit():
+    """A time is never better higher, a rate never better lower (compare's better/worse and the
+    nightly's side read the sign); what the run was given has no better side."""
+    times = [m for m in CATALOGUE.values() if m.unit in TIMES]
+    rates = [m for m in CATALOGUE.values() if m.unit in RATES and m.name not in BARS]
+    assert len(times) > 10 and len(rates) > 10
+    assert [m.name for m in times if m.direction > 0] == []
+    assert [m.name for m in rates if m.direction < 0] == []
+    assert {m.name: m.direction for m in CATALOGUE.values() if m.name in NO_BETTER_SIDE} == dict.fromkeys(
+        NO_BETTER_SIDE, NEITHER)
+    assert CATALOGUE["tpot_ms"].direction < 0 < CATALOGUE["decode_throughput_aggregate"].direction
+    assert all(CATALOGUE[name].direction < 0 for name in BARS)
+
+
+def documented_gates() -> dict[str, tuple[str, float]]:
+    """The metrics page's table of default nightly gates: metric -> (stat, threshold)."""
+    rows = re.findall(r"^\| `([a-z0-9_]+)` \| (\w+) \| ([\d.]+) \|$", DOCS.read_text(encoding="utf-8"), re.M)
+    return {name: (stat, float(threshold)) for name, stat, threshold in rows}
+
+
+def test_the_default_gates_are_the_documented_ones():
+    assert {m.name: (m.gate_stat, m.gate) for m in gated()} == documented_gates()
+
+
+def test_the_headline_shows_the_documented_energy_roofline_and_lm_eval_figures():
+    shown = {metric for metric, _ in HEADLINE}
+    for domain in DOMAINS:
+        energy = {m.name for m in CATALOGUE.values() if m.name.startswith(f"{domain}_")}
+        assert energy & shown == {f"{domain}_{figure}" for figure in (
+            "energy_per_output_token_j", "output_tokens_per_j", "power_mean_w", "power_peak_w")}
+    roofline = {m.name for m in CATALOGUE.values() if m.name.startswith("roofline_")}
+    assert roofline & shown == {"roofline_bytes_per_step", "roofline_achieved_gbps", "roofline_fraction_of_peak"}
+    assert [(m, s) for m, s in HEADLINE if m.startswith("lm_eval_")] == [
+        ("lm_eval_gsm8k_exact_match,strict-match", ["mean", "ci95_low", "ci95_high"])]

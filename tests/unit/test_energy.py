@@ -30,6 +30,7 @@ def test_counter_unwraps_at_the_stated_range():
     # From 900 J the counter wraps at 1000 J and reads 100 J: 200 J more were spent, not -800.
     joules = counter_joules(np.array([800e6, 900e6, 100e6, 300e6]), 1e-6, 1000e6)
     assert joules.tolist() == pytest.approx([0, 100, 300, 500])
+    assert counter_joules(np.array([800e6]), 1e-6, 1000e6).tolist() == [0.0]  # energy counts from the first reading
 
 
 def test_counter_reset_without_wrap_is_not_guessed():
@@ -49,6 +50,7 @@ def test_power_readings_integrate_by_trapezoid():
     t = np.array([0, 1, 2]) * S
     assert power_energy_j(t, np.array([100.0, 200.0, 200.0]), 0, 2 * S) == pytest.approx(150 + 200)
     assert power_energy_j(t, np.array([100.0, 100.0, 100.0]), 0.25 * S, 1.75 * S) == pytest.approx(150)
+    assert power_energy_j(t, np.array([1.5, 1.5, 1.5]), 0, S) == pytest.approx(1.5)  # not whole joules
 
 
 def test_peak_from_readings_in_the_window_else_from_counter_intervals():
@@ -57,6 +59,10 @@ def test_peak_from_readings_in_the_window_else_from_counter_intervals():
     assert peak_power_w(t, power, np.zeros(4), 0.5 * S, 2.5 * S) == 180.0
     joules = np.array([0.0, 10.0, 30.0, 60.0])
     assert peak_power_w(t, np.full(4, np.nan), joules, 0.5 * S, 2.5 * S) == pytest.approx(30.0)
+    # An interval after the window, at 100 W, is not the window's peak.
+    later = np.array([0, 1, 2, 3, 4]) * S
+    assert peak_power_w(later, np.full(5, np.nan), np.array([0.0, 10.0, 30.0, 60.0, 160.0]),
+                        0.5 * S, 2.5 * S) == pytest.approx(30.0)
 
 
 def _samples(rows):
@@ -87,6 +93,8 @@ def test_domain_without_sensor_is_not_measured():
     values = energy_values(_samples(rows), [GPU], 0, S, output_tokens=10)
     assert values["gpu_energy_j"] == pytest.approx(100)
     assert all(math.isnan(v) for k, v in values.items() if k.startswith("cpu_package"))
+    silent = energy_values(_samples([]), [GPU], 0, S, output_tokens=10)  # a sensor that recorded nothing
+    assert all(math.isnan(v) for v in silent.values())
 
 
 def test_run_energy_uses_the_request_span_and_server_token_counts():
@@ -95,6 +103,7 @@ def test_run_energy_uses_the_request_span_and_server_token_counts():
     values = run_energy(requests, _samples(rows), [GPU])
     assert values["gpu_energy_j"] == pytest.approx(400)
     assert values["gpu_energy_per_output_token_j"] == pytest.approx(2.0)
+    assert values["gpu_power_mean_w"] == pytest.approx(200)  # 400 J over the 2 s from 1 s to 3 s
     assert all(math.isnan(v) for v in run_energy(requests, _samples([]), []).values())
 
 

@@ -157,3 +157,15 @@ def test_an_uncounted_kv_cache_adds_nothing_and_a_step_of_zero_or_a_peak_of_zero
 def test_a_device_entry_cannot_be_changed_by_a_reader():
     with pytest.raises(dataclasses.FrozenInstanceError):
         find_device("NVIDIA H200").peak_gbps = 1.0
+
+
+def test_attention_projections_by_hand_with_and_without_a_query_low_rank():
+    """Shapes whose sums carry (7*3 + 3*2*6 = 57, not 21 | 36 = 53), so each term is checked."""
+    mla = {"hidden_size": 7, "num_attention_heads": 2, "q_lora_rank": 3, "kv_lora_rank": 6,
+           "qk_nope_head_dim": 5, "qk_rope_head_dim": 1, "v_head_dim": 4}
+    rest = 7 * (6 + 1) + 6 * 2 * (5 + 4) + 2 * 4 * 7  # kv down-projection, kv up-projection, output
+    assert attention_parameters(mla, "mla") == 7 * 3 + 3 * 2 * 6 + rest == 270
+    assert attention_parameters({**mla, "q_lora_rank": None}, "mla") == 7 * 2 * 6 + rest == 297
+    linear = {"hidden_size": 7, "linear_attn_config": {"num_heads": 3, "head_dim": 5}}
+    assert attention_parameters(linear, "linear") == 4 * 7 * 3 * 5
+    assert math.isnan(attention_parameters(linear, "full"))  # no softmax heads given: no figure

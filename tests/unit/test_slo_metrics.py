@@ -199,3 +199,22 @@ def test_tpot_is_judged_from_two_tokens_and_a_table_without_status_is_all_ok():
     derived = pd.DataFrame({"tpot_ms": [80.0, 80.0, np.nan], "completion_tokens": [2.0, 3.0, 1.0]})
     assert figure_met(derived, "tpot", 50.0).tolist() == [False, False, True]  # one token: no decode
     assert figure_met(derived, "tpot", 100.0).tolist() == [True, True, True]
+
+
+def test_rates_count_gaps_between_stamps_and_need_time_between_them():
+    """Two due times 0.5 s apart are a rate of 2/s; a completion rate runs from the first send (the
+    clock's zero is anywhere: stamps of a few seconds count as those of days); no time, no rate."""
+    pair = derive_requests(to_frame(open_loop_records([0.0, 0.0], gap_ms=500.0)))
+    assert load_values(pair)["offered_rate_rps"] == pytest.approx(2.0)
+    near_zero = pair.assign(sent_ns=[1e9, 2e9], end_ns=[3e9, 5e9])
+    assert load_values(near_zero)["completed_rate_rps"] == pytest.approx(2 / 4.0)
+    failed = near_zero.assign(status=["error", "ok"])  # a failed request is not a completion
+    assert load_values(failed)["completed_rate_rps"] == pytest.approx(1 / 3.0)
+    instant = near_zero.assign(end_ns=[1e9, 1e9])
+    assert math.isnan(load_values(instant)["completed_rate_rps"])
+
+
+def test_a_table_written_before_due_times_existed_has_no_send_lag():
+    frame = to_frame(open_loop_records([0.0, 30.0])).drop(columns="scheduled_ns")
+    derived = derive_requests(frame)
+    assert derived["send_lag_ms"].isna().all() and math.isnan(load_values(derived)["offered_rate_rps"])
