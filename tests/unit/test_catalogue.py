@@ -3,8 +3,11 @@ metrics page all follow it."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
+
+import pytest
 
 from harness.analysis.tables import HEADLINE
 from harness.metrics.catalogue import (
@@ -98,3 +101,9 @@ def test_the_headline_shows_the_documented_energy_roofline_and_lm_eval_figures()
     assert roofline & shown == {"roofline_bytes_per_step", "roofline_achieved_gbps", "roofline_fraction_of_peak"}
     assert [(m, s) for m, s in HEADLINE if m.startswith("lm_eval_")] == [
         ("lm_eval_gsm8k_exact_match,strict-match", ["mean", "ci95_low", "ci95_high"])]
+
+
+def test_a_catalogue_entry_cannot_be_changed_by_a_reader():
+    """Every summary, comparison and gate reads the same rows: a reader must not change them."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        CATALOGUE["tpot_ms"].gate = 1.0
