@@ -116,3 +116,48 @@ def test_a_queue_must_grow_past_twice_its_start_plus_one():
     keeps_up = derive_requests(to_frame(fifo_records(120, service_ms=30.0)))
     assert overload_warning(keeps_up, server_queue=(4.0, 8.5)) is None
     assert overload_warning(keeps_up, server_queue=(4.0, 9.5)) is not None
+
+
+def timed_records(ttfts_ms: list[float], gap_ms: float = 1000.0, service_ms: float = 1.0) -> list:
+    """Request i due at i * gap_ms and sent then, its first token ttfts_ms[i] later, done service_ms after it."""
+    records = []
+    for i, ttft in enumerate(ttfts_ms):
+        first = i * gap_ms + ttft
+        record = build_record(chunks=[(first, 1)], sent_ms=i * gap_ms, end_ms=first + service_ms, seq=i)
+        records.append(due(record, i * gap_ms))
+    return records
+
+
+def thirds(first: list[float], last: float) -> list[float]:
+    """Three thirds of 20 requests: `first`, then 100 ms each, then `last` each."""
+    return [*first, *[100.0] * 20, *[last] * 20]
+
+
+@pytest.mark.parametrize(("first", "last", "overloaded"), [
+    ([100.0] * 17 + [150.0] * 3, 180.0, False),  # median 100, p90 150: under twice the median
+    ([100.0] * 17 + [150.0] * 3, 201.0, True),
+    ([100.0] * 17 + [300.0] * 3, 250.0, False),  # p90 300: twice the median is not enough
+    ([100.0] * 17 + [300.0] * 3, 301.0, True),
+])
+def test_ttft_must_rise_past_twice_the_first_median_and_its_p90(first, last, overloaded):
+    df = derive_requests(to_frame(timed_records(thirds(first, last))))
+    assert ttft_growth(df) == pytest.approx((100.0, max(first[-1], 100.0), last))
+    assert (overload_warning(df) is not None) is overloaded
+
+
+def test_requests_without_a_response_ttft_stay_out_of_the_thirds():
+    df = derive_requests(to_frame(timed_records(thirds([100.0] * 17 + [150.0] * 3, 180.0) + [100.0] * 6)))
+    df.loc[df.index[-6:], "first_token_ns"] = None  # six requests whose first token was not measured
+    assert ttft_growth(df) == pytest.approx((100.0, 150.0, 180.0))
+
+
+@pytest.mark.parametrize(("late", "overloaded"), [(3, False), (4, True)])
+def test_completions_short_by_exactly_a_fifth_are_not_an_overload(late, overloaded):
+    """40 requests due 50 ms apart, 20 in the second half, each done 10 ms after its due time but the
+    last (after the span) and `late` more: 16 of 20 completed in it is the limit, 15 is short."""
+    records = timed_records([5.0] * 40, gap_ms=50.0, service_ms=5.0)
+    for i in range(38, 38 - late, -1):
+        records[i] = replace(records[i], end_ns=records[i].end_ns + 5_000_000_000)
+    df = derive_requests(to_frame(records))
+    assert completions_and_arrivals(df) == (19 - late, 20)
+    assert (overload_warning(df) is not None) is overloaded
