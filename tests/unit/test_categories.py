@@ -60,6 +60,8 @@ def test_speedups_per_category_are_paired_and_both_ways(runs):
     qa = speedups.loc[("qa", "speedup_mean_of_requests")]
     assert qa["value"] == pytest.approx(91 / 31) and qa["n"] == 2
     assert qa["ci95_low"] == pytest.approx(91 / 31) == qa["ci95_high"]  # identical requests: no spread
+    qa_pooled = speedups.loc[("qa", "speedup_aggregate")]
+    assert qa_pooled["ci95_low"] == pytest.approx(91 / 31) == qa_pooled["ci95_high"]
     rag = speedups.loc[("rag", "speedup_aggregate")]
     assert rag["value"] == pytest.approx(91 / 91)
     overall = speedups.loc[(OVERALL, "speedup_aggregate")]
@@ -110,9 +112,10 @@ def test_the_summary_rows_of_acceptance_say_where_they_came_from(runs):
 def test_the_speedup_counts_the_pairs_whose_greedy_outputs_differ(runs, tmp_path):
     records = _records({"qa": 10.0, "rag": 40.0}, True)
     records[3] = dataclasses.replace(records[3], output_text="another answer")
+    records[0] = dataclasses.replace(records[0], output_text="~ sorts after the answer it replaces")
     cand = Run.load(write_run(tmp_path, "20260101T000600Z-spec", records, SPEC))
     differ = category_speedups(runs[0], cand).groupby("category", sort=False)["outputs_differ"].first()
-    assert differ.to_dict() == {"qa": 0, "rag": 1, OVERALL: 1}
+    assert differ.to_dict() == {"qa": 1, "rag": 1, OVERALL: 2}
     text = format_categories(category_blocks(compare_by_shape([runs[0], cand])))
     assert "outputs differ" in text
 
@@ -128,3 +131,28 @@ def test_a_specbench_run_prints_its_table_per_task(runs, monkeypatch):
     assert done.exit_code == 0, done.output
     assert f"{runs[1].caption}: figures per category" in done.output
     assert "rag" in done.output and "speed-ups per category against a plain run: sparkbench compare" in done.output
+
+
+def test_a_categorys_means_are_over_its_own_requests(runs):
+    table = category_table(runs[1]).set_index(["category", "metric"])["value"]
+    measured = runs[1].measured
+    for name, rows in (("qa", measured.iloc[:2]), ("rag", measured.iloc[2:])):
+        assert table[(name, "tpot_ms")] == pytest.approx(rows["tpot_ms"].mean())
+    assert table[("qa", "tpot_ms")] != pytest.approx(table[("rag", "tpot_ms")])
+
+
+def test_category_names_that_sort_before_overall_pair_their_own_requests(runs, tmp_path):
+    """The same runs with the tasks renamed `coding` and `math` ("overall" sorts after both)."""
+    renamed = {"qa": "coding", "rag": "math"}
+
+    def rename(run: Run, run_id: str) -> Run:
+        records = _records({"qa": 10.0, "rag": 10.0 if run is runs[0] else 40.0}, run is runs[1])
+        records = [dataclasses.replace(r, item_json=json.dumps({"category": renamed[json.loads(r.item_json)["category"]]}))
+                   for r in records]
+        return Run.load(write_run(tmp_path, run_id, records, {**SPEC, "categories": list(renamed.values())}))
+
+    base, cand = rename(runs[0], "20260101T000700Z-plain"), rename(runs[1], "20260101T000800Z-spec")
+    ours = category_speedups(base, cand).set_index(["category", "metric"])["value"]
+    theirs = category_speedups(*runs).set_index(["category", "metric"])["value"]
+    for old, new in renamed.items():
+        assert ours[(new, "speedup_aggregate")] == pytest.approx(theirs[(old, "speedup_aggregate")])
