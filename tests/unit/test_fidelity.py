@@ -88,3 +88,34 @@ def test_the_summary_says_changed_when_any_answer_parted_on_a_wide_margin():
     assert summary["verdict"].startswith("CHANGED")
     assert fidelity.summary(checks.iloc[:2])["verdict"].startswith("unchanged")
     assert fidelity.summary(checks.iloc[:0])["verdict"].startswith("not measured")
+
+
+def test_the_plain_server_is_asked_for_the_documented_top_10_and_a_nat_is_the_default_tie():
+    """docs/fidelity.md: the top 10 next tokens; numerics at a deficit of at most 1.0 nat."""
+    assert fidelity.TOP_K == 10
+    top_next, _ = plain_model({0: [(5, -0.1), (6, -0.99), (7, -1.2)]})
+    assert fidelity.check_pair("p", PROMPT, [5], [6], top_next).verdict == "numerics"  # 0.89 nats below
+    assert fidelity.check_pair("p", PROMPT, [5], [7], top_next).verdict == "defect"  # 1.1 nats below
+
+
+def test_a_top_k_of_one_token_has_no_margin_to_measure():
+    top_next, _ = plain_model({0: [(5, -0.1)]})
+    check = fidelity.check_pair("p", PROMPT, [5], [6], top_next)
+    assert math.isinf(check.margin) and check.verdict == "defect"
+
+
+def test_long_outputs_part_and_agree_past_the_small_integers():
+    """Lengths past 256 are not the same int object in CPython: equality, not identity, decides."""
+    long = list(range(300))
+    assert fidelity.check_pair("p", PROMPT, long, list(long), None).verdict == "identical"
+    top_next, _ = plain_model({300: [(7, -0.1), (8, -0.2)]})
+    check = fidelity.check_pair("p", PROMPT, [*long, 7], long, top_next)  # the speculative run stopped at 300
+    assert (check.position, check.plain_token, check.spec_token) == (300, 7, None)
+
+
+def test_the_summary_gives_the_median_and_p90_of_the_margins_where_pairs_parted():
+    margins = [0.1 * i for i in range(1, 11)]  # 0.1 .. 1.0 nats, one a pair
+    checks = pd.DataFrame([{"prompt_id": str(i), "verdict": "numerics", "margin": m} for i, m in enumerate(margins)]
+                          + [{"prompt_id": "x", "verdict": "identical", "margin": math.nan}])
+    summary = fidelity.summary(checks)
+    assert summary["margin_p50"] == pytest.approx(0.55) and summary["margin_p90"] == pytest.approx(0.91)
