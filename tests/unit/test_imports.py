@@ -13,11 +13,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness.analysis.imported import (
+    imported_summary,
+    load_imported_aggregates,
+    load_imported_requests,
+    provenance_line,
+)
 from harness.analysis.run import Run
 from harness.errors import SparkbenchError
 from harness.imports.detect import read_runs
 from harness.imports.folder import write_import
-from harness.records.imported import REQUESTS_NAME
+from harness.records.imported import AGGREGATES_NAME, REQUESTS_NAME
 
 LATENCY_AGGREGATES = {"mean_ttft_ms": 15.0, "median_ttft_ms": 15.0, "std_ttft_ms": 5.0, "p99_ttft_ms": 19.9,
                       "mean_tpot_ms": 4.17, "median_tpot_ms": 4.17, "mean_itl_ms": 4.17, "median_itl_ms": 4.5,
@@ -224,3 +230,24 @@ def test_a_real_aiperf_export_reads_as_the_tool_wrote_it(tmp_path):
         assert summary_value(run, metric, "mean") == pytest.approx(aggregates[tag]["avg"])
         assert summary_value(run, metric, "tool_mean") == pytest.approx(aggregates[tag]["avg"])
     assert summary_value(run, "benchmark_duration", "tool_mean") == pytest.approx(aggregates["benchmark_duration"]["avg"] * 1000)
+
+
+def test_the_provenance_line_names_the_tools_version_or_says_it_was_not_recorded(tmp_path):
+    (run,) = imported_runs(written(tmp_path, "vllm.json", VLLM_DETAILED), tmp_path / "results")
+    entry = run.record.imported
+    stated = provenance_line(entry.model_copy(update={"tool_version": "0.11.0"}))
+    assert stated.startswith("imported from vllm bench serve (0.11.0): ")
+    unstated = provenance_line(entry.model_copy(update={"tool_version": None}))
+    assert unstated.startswith("imported from vllm bench serve (version not recorded in the file): ")
+    assert "  ttft_ms: " in unstated
+
+
+def test_a_damaged_or_incomplete_import_folder_is_refused_in_one_line(tmp_path):
+    (run,) = imported_runs(written(tmp_path, "vllm.json", VLLM_DETAILED), tmp_path / "results")
+    assert list(imported_summary(run.path, run.record.imported, "r", "w").columns[:2]) == ["run_id", "workload"]
+    (run.path / REQUESTS_NAME).write_bytes(b"PAR1 not a parquet file")
+    with pytest.raises(SparkbenchError, match="cannot be read as Parquet"):
+        load_imported_requests(run.path)
+    (run.path / AGGREGATES_NAME).unlink()
+    with pytest.raises(SparkbenchError, match="the imported run is incomplete"):
+        load_imported_aggregates(run.path)
