@@ -50,9 +50,10 @@ run() {
   for wheel in .whl/*.whl; do [[ $wheel == "${pip[0]}" ]] || wheels+=("$wheel"); done
   python3 "${pip[0]}/pip" install --quiet --no-index --no-deps --no-cache-dir --target /tmp/site "${wheels[@]}"
   export PYTHONPATH=/tmp/site OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-  if ! git rev-parse --git-dir >/dev/null 2>&1; then  # a copied tree: scripts/mutation.py mutates HEAD
-    git init -q && git add -A && git -c user.name=mutation -c user.email=mutation@localhost commit -qm tree
-  fi
+  # scripts/mutation.py mutates HEAD, and a copied tree's HEAD (where it has one) need not be what was
+  # copied: the tree as it is here is committed first.
+  git rev-parse --git-dir >/dev/null 2>&1 || git init -q
+  git add -A && git -c user.name=mutation -c user.email=mutation@localhost commit -qm tree --allow-empty
   local out=${OUT:-gpu-work/out} picks="" spec
   for spec in "${@:-1-\$}"; do picks+="${spec/-/,}p;"; done
   mkdir -p "$out"
