@@ -4,11 +4,14 @@ rounds from streamed chunks, server timings, break-even, and the rows compare ad
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from harness.analysis.compare import compare_runs
+from harness.analysis.verify_pair import is_verify_pair, speculates
 from harness.metrics import derive_requests
 from harness.metrics.verify_cost import decode_rounds, pooled_ms, verify_cost
 from tests.unit.conftest import build_record, to_frame
@@ -123,3 +126,19 @@ def test_the_ratio_needs_a_plain_step_above_zero_and_takes_any_such(step_ms, rat
     baseline = build_record(chunks=flat, end_ms=100.0 + step_ms * 10, meta={})
     figures = verify_cost(derived([sglang_speculative(0)]), derived([baseline]))
     assert figures["verify_cost_ratio"] == pytest.approx(ratio, nan_ok=True)
+
+
+def test_a_verify_pair_is_a_plain_and_a_speculative_run_of_one_workload_and_model():
+    """Workload and model names that sort either way round must match exactly; one verify round is
+    already speculation."""
+    def run(workload: str, model: str, rounds: list[float]):
+        facts = SimpleNamespace(model=model)
+        record = SimpleNamespace(launched_server=None, facts=facts)
+        return SimpleNamespace(workload=workload, record=record, derived=pd.DataFrame({"verify_rounds": rounds}))
+
+    plain, spec = run("gsm8k", "/m/a", [0.0, float("nan")]), run("gsm8k", "/m/a", [1.0, float("nan")])
+    assert speculates(spec.derived) and not speculates(plain.derived)
+    assert is_verify_pair(plain, spec) and not is_verify_pair(spec, plain) and not is_verify_pair(plain, plain)
+    for other in (run("synthetic", "/m/a", [4.0]), run("agsm", "/m/a", [4.0]),
+                  run("gsm8k", "/m/b", [4.0]), run("gsm8k", "/m/0", [4.0])):
+        assert not is_verify_pair(plain, other)
