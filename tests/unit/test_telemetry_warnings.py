@@ -7,11 +7,12 @@ import json
 from dataclasses import asdict
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from harness.analysis.run import Run
 from harness.analysis.tables import run_warnings
-from harness.analysis.telemetry import in_flight_check, telemetry_warnings
+from harness.analysis.telemetry import bracketing, client_output_tokens, in_flight_check, telemetry_warnings
 from harness.metrics.timeline import counter_increase, counter_rate, in_flight, output_rate, throttle_names
 from harness.records.timeseries import DEVICE, DEVICE_COLUMNS, SeriesWriter
 from harness.report.timeline import plot_run_timeline
@@ -161,3 +162,39 @@ def test_the_timeline_is_drawn_with_telemetry_and_says_what_is_missing_without(t
     (bare / "manifest.json").write_text(json.dumps(manifest))
     _, svg = plot_run_timeline(Run.load(bare), tmp_path / "plots", "bare")
     assert "NVML lists no GPU" in svg.read_text() and "not exported by the server" in svg.read_text()
+
+
+def test_the_in_flight_check_times_each_scrape_from_the_windows_start(tmp_path):
+    scrapes = [(200.0, "running", 1.0), (700.0, "running", 1.0)]
+    check = in_flight_check(Run.load(write_run(tmp_path / "r", [one_stream()], scrapes=scrapes,
+                                               window_ms=(100.0, 1000.0))))
+    assert check["t_s"].tolist() == pytest.approx([0.1, 0.6])
+
+
+def test_throttling_counts_from_the_windows_first_to_its_last_instant(tmp_path):
+    """Window 0-300 ms; capped at 300 (its last instant) and at 350 (after it)."""
+    run_dir = write_run(tmp_path / "r", [one_stream()], window_ms=(0.0, 300.0))
+    sample_gpu(run_dir, FakeNvml([busy_gpu()]), [0.0, 100.0, 300.0, 350.0, 500.0])
+    assert telemetry_warnings(Run.load(run_dir)) == [
+        "the GPU throttled during the measured requests (GPU 0: software power cap in 1 of 3 samples)"]
+
+
+def test_scrapes_are_bracketed_by_the_last_before_and_the_first_after_the_window():
+    frame = pd.DataFrame({"t_ns": [0, 10, 20, 30, 40, 30], "value": range(6)})
+    assert bracketing(frame, 15, 25)["t_ns"].tolist() == [10, 20, 30, 30]
+    assert bracketing(frame, 10, 30)["t_ns"].tolist() == [10, 20, 30, 30]
+    assert bracketing(frame, -5, 45)["t_ns"].tolist() == [0, 10, 20, 30, 40, 30]
+
+
+def test_the_clients_output_tokens_are_the_final_count_else_the_last_running_one():
+    requests = pd.DataFrame({"completion_tokens": [None, 5, None],
+                             "chunk_tokens": [[1, 2, 7], [1, 2, 3], []]})
+    assert client_output_tokens(requests) == 7 + 5 + 0
+
+
+def test_a_run_without_a_measured_window_has_no_in_flight_check(tmp_path):
+    run_dir = write_run(tmp_path / "r", [one_stream()], scrapes=[(200.0, "running", 1.0)])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    del manifest["telemetry"]["window"]
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    assert in_flight_check(Run.load(run_dir)).empty
