@@ -5,6 +5,7 @@ withheld below the prompts the coverage simulation found they need, and the matc
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import replace
 from fractions import Fraction
 from types import SimpleNamespace
@@ -13,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from harness.errors import SparkbenchError
 from harness.facts import EngineFacts
 from harness.gap import intervals
 from harness.gap.analysis import CellArrays, analyse_cells, attribute, design_statistic
@@ -32,7 +34,7 @@ from harness.gap.design import (
 )
 from harness.gap.intervals import bootstrap_intervals, needed_prompts
 from harness.gap.outputs import attribution_view, cells_view, settings_line
-from harness.gap.run import GapSettings, cell_plan, content_plan, token_counter
+from harness.gap.run import MANIFEST, GapSettings, cell_plan, content_plan, load_design, token_counter
 from harness.spec import Prompt, SamplingParams
 from tests.unit.agree_fakes import write_tokenizer
 
@@ -268,3 +270,18 @@ def test_every_printed_kind_of_interval_has_its_measured_prompt_count():
     kinds = {*FIGURES, *((f, intervals.share_kind(s)) for f in FIGURES for s in SHARES)}
     assert kinds == set(intervals.MIN_PROMPTS)
     assert all(6 < n <= intervals.LARGEST_SIMULATED for n in intervals.MIN_PROMPTS.values())
+
+
+def test_a_design_folder_reads_back_or_is_refused_in_one_line(tmp_path):
+    (tmp_path / MANIFEST).write_text(json.dumps({"settings": {"prompts": 4}, "cells": []}))
+    assert load_design(tmp_path) == {"settings": {"prompts": 4}, "cells": []}
+    with pytest.raises(SparkbenchError, match="is not a gap design folder"):
+        load_design(tmp_path / "elsewhere")
+
+
+def test_a_prompt_given_as_ids_is_counted_by_its_ids_and_a_count_needs_a_tokenizer(tmp_path):
+    count = token_counter(write_tokenizer(tmp_path / "tok"))
+    assert count(Prompt("p", SamplingParams(max_new_tokens=8), input_ids=(5,) * 7)) == 7
+    assert count(Prompt("q", SamplingParams(max_new_tokens=8), text="What is 2 + 2?")) > 0
+    with pytest.raises(SparkbenchError, match="give --tokenizer DIR"):
+        token_counter(None)
