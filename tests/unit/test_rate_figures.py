@@ -61,3 +61,19 @@ def test_the_capacity_figure_shades_its_bracket(tmp_path):
                            "role": ["floor", "ceiling", "search", "search", "confirmation"]})
     written = plot_capacity(trials, (4.0, 8.0), 0.99, tmp_path, reduced=False)
     assert "bracket [4, 8] req/s" in written[1].read_text(encoding="utf-8")
+
+
+def curve(attainments: dict[float, float]) -> pd.DataFrame:
+    return pd.DataFrame([{"configuration": "c", "workload": "w", "request_rate": rate, "slo_attainment": value}
+                         for rate, value in attainments.items()])
+
+
+def test_a_rate_that_meets_the_target_again_after_a_miss_is_not_the_last_meeting():
+    """Attainment 0.99, 0.80, 0.95, 0.70 at 1-4 req/s against 0.9: the crossing is between 1 and 2."""
+    crossing = attainment_crossing(curve({3.0: 0.95, 1.0: 0.99, 4.0: 0.70, 2.0: 0.80}), 0.9).iloc[0]
+    assert (crossing["last_meeting"], crossing["first_missing"]) == (1.0, 2.0)
+
+
+def test_attainment_exactly_at_the_target_meets_it():
+    crossing = attainment_crossing(curve({1.0: 0.99, 2.0: 0.9, 3.0: 0.5}), 0.9).iloc[0]
+    assert (crossing["last_meeting"], crossing["first_missing"]) == (2.0, 3.0)
