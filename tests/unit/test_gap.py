@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import numpy as np
@@ -40,6 +41,15 @@ def test_a_fixed_cell_ignores_eos_and_stops_and_a_natural_one_keeps_the_contents
     assert (fixed.max_new_tokens, fixed.ignore_eos, fixed.stop, fixed.temperature, fixed.seed) == (64, True, (), 0.0, None)
     assert (natural.max_new_tokens, natural.ignore_eos, natural.stop) == (256, False, ("Question:",))
     assert (natural.temperature, natural.top_p, natural.top_k, natural.seed) == (0.6, 0.95, 29, 3)
+    assert (fixed.top_p, fixed.top_k) == (1.0, -1)  # greedy: no truncation
+
+
+def test_a_cell_read_back_from_a_design_file_samples_as_the_one_written():
+    """Levels parsed from JSON are equal strings, not the same objects as the module's constants."""
+    original = SamplingParams(max_new_tokens=9, stop=("Question:",))
+    for cell in cells(("gsm8k",)):
+        read = Cell(**json.loads(json.dumps(cell.to_dict())))
+        assert cell_sampling(read, original, LENGTHS, seed=3) == cell_sampling(cell, original, LENGTHS, seed=3)
 
 
 class _Inner:
