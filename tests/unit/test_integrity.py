@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 
 from harness.metrics import derive_requests, summarize
-from harness.metrics.integrity import SLACK_MS, buffered, burst_share, flag_counts, integrity_warning
+from harness.metrics.integrity import (
+    SLACK_MS,
+    STREAM_TIMING_COLUMNS,
+    buffered,
+    burst_share,
+    burst_shares,
+    first_token_stall_ms,
+    flag_counts,
+    integrity_warning,
+    mask_stream_timings,
+)
 
 FLAGS = ["buffered", "late_first_token", "sparse", "client_stalled"]
 
@@ -289,3 +300,27 @@ def test_one_faulty_request_moves_no_headline_beyond_what_one_healthy_request_co
             checked += 1
             assert min(others) - 1e-9 <= value <= max(others) + 1e-9, (metric, stat, value, min(others), max(others))
     assert checked >= 15
+
+
+def test_each_requests_burst_window_is_a_hundredth_of_its_decode_span():
+    """A 1,000 ms decode: the window is 10 ms, so two tokens 9 ms apart are one burst, 11 ms apart are not."""
+    times = [[0, 9_000_000, 1_000_000_000], [0, 11_000_000, 1_000_000_000]]
+    shares = burst_shares(times, [[1, 2, 3], [1, 2, 3]], np.array([1000.0, 1000.0]))
+    assert shares.tolist() == pytest.approx([2 / 3, 1 / 3])
+
+
+def test_the_stall_holding_the_first_token_is_kept_in_fractions_of_a_millisecond():
+    at = 1_000_000_000
+    assert first_token_stall_ms(at - 1_000_000, [at], [2_500_000]) == pytest.approx(2.5)
+
+
+def test_a_flagged_requests_tokens_per_step_are_dropped_only_where_counted_from_its_chunks():
+    """Sources parsed from a records file are equal strings, not the module's own objects."""
+    sources = json.loads(json.dumps(["stream_chunks", "server_steps", "stream_chunks", "server_steps"]))
+    columns = {name: np.full(4, 1.0) for name in STREAM_TIMING_COLUMNS}
+    columns |= {"chunk_gaps_ms": [[1.0]] * 4, "chunk_gap_tokens": [[1]] * 4, "itl_ms": [[1.0]] * 4,
+                "tokens_per_step": np.array([2.0, 3.0, 4.0, 5.0]), "tokens_per_step_source": sources}
+    mask_stream_timings(columns, np.array([True, True, False, False]))
+    assert columns["tokens_per_step"].tolist()[1:] == [3.0, 4.0, 5.0] and math.isnan(columns["tokens_per_step"][0])
+    assert columns["tokens_per_step_source"] == [None, "server_steps", "stream_chunks", "server_steps"]
+    assert columns["itl_ms"] == [[], [], [1.0], [1.0]] and math.isnan(columns["ttft_ms"][1])
