@@ -100,6 +100,18 @@ def write_outputs(folder: Path, cells: pd.DataFrame, attribution: pd.DataFrame, 
     return path
 
 
+GREEDY_COLOR, SAMPLED_COLOR = "#1f77b4", "#ff7f0e"
+
+
+def cell_bars(cells: pd.DataFrame, name: str) -> list[dict]:
+    """One bar a cell for figure `name`: its value, the error bar's reach below and above it (to the
+    interval's ends), blue for greedy and orange for sampled cells, hatched where the length is natural."""
+    return [{"value": value, "below": value - low, "above": high - value,
+             "color": GREEDY_COLOR if sampling == "greedy" else SAMPLED_COLOR, "hatch": "" if length == "fixed" else "//"}
+            for value, low, high, sampling, length in zip(cells[name], cells[f"{name}_low"], cells[f"{name}_high"],
+                                                          cells["sampling"], cells["length"])]
+
+
 def plot_cells(cells: pd.DataFrame, out: Path) -> Path:
     """Speed-up and token-weighted accept length per cell, grouped by content, with intervals."""
     import matplotlib
@@ -112,13 +124,10 @@ def plot_cells(cells: pd.DataFrame, out: Path) -> Path:
     x = range(len(cells))
     for ax, (name, title) in zip(axes, (("speedup", "decode speed-up (spec / plain)"),
                                         ("accept_length_token_weighted", "accept length (tokens per round)"))):
-        values = cells[name]
-        errors = [values - cells[f"{name}_low"], cells[f"{name}_high"] - values]
-        colors = ["#1f77b4" if r.sampling == "greedy" else "#ff7f0e" for r in cells.itertuples()]
-        hatches = ["" if r.length == "fixed" else "//" for r in cells.itertuples()]
-        for xi, value, color, hatch, low, high in zip(x, values, colors, hatches, *errors):
-            ax.bar(xi, value, yerr=[[low], [high]], color=color, hatch=hatch, alpha=0.85)
-        ax.axhline(1.0, color="grey", linewidth=0.8)
+        for xi, bar in zip(x, cell_bars(cells, name)):
+            ax.bar(xi, bar["value"], yerr=[[bar["below"]], [bar["above"]]], color=bar["color"], hatch=bar["hatch"],
+                   alpha=0.85)
+        ax.axhline(1.0, color="grey", linewidth=0.8)  # no speed-up; one token a round
         ax.set_ylabel(title)
     axes[-1].set_xticks(list(x), labels, rotation=90, fontsize=7)
     axes[0].set_title("blue: greedy, orange: published sampling; plain bar: fixed length, hatched: natural")

@@ -33,7 +33,7 @@ from harness.gap.design import (
     cells,
 )
 from harness.gap.intervals import bootstrap_intervals, needed_prompts
-from harness.gap.outputs import attribution_view, cells_view, settings_line
+from harness.gap.outputs import GREEDY_COLOR, SAMPLED_COLOR, attribution_view, cell_bars, cells_view, settings_line
 from harness.gap.run import MANIFEST, GapSettings, cell_plan, content_plan, load_design, token_counter
 from harness.spec import Prompt, SamplingParams
 from tests.unit.agree_fakes import write_tokenizer
@@ -285,3 +285,11 @@ def test_a_prompt_given_as_ids_is_counted_by_its_ids_and_a_count_needs_a_tokeniz
     assert count(Prompt("q", SamplingParams(max_new_tokens=8), text="What is 2 + 2?")) > 0
     with pytest.raises(SparkbenchError, match="give --tokenizer DIR"):
         token_counter(None)
+
+
+def test_each_cells_bar_reaches_its_interval_and_says_its_sampling_and_length():
+    cells_table = pd.DataFrame({"sampling": ["greedy", "published"], "length": ["fixed", "natural"],
+                                "speedup": [2.0, 1.25], "speedup_low": [1.5, 1.0], "speedup_high": [2.75, 1.5]})
+    assert cell_bars(cells_table, "speedup") == [
+        {"value": 2.0, "below": 0.5, "above": 0.75, "color": GREEDY_COLOR, "hatch": ""},
+        {"value": 1.25, "below": 0.25, "above": 0.25, "color": SAMPLED_COLOR, "hatch": "//"}]
