@@ -289,7 +289,7 @@ def test_a_prompt_given_as_ids_is_counted_by_its_ids_and_a_count_needs_a_tokeniz
 
 def test_each_cells_bar_reaches_its_interval_and_says_its_sampling_and_length():
     cells_table = pd.DataFrame({"sampling": ["greedy", "published"], "length": ["fixed", "natural"],
-                                "speedup": [2.0, 1.25], "speedup_low": [1.5, 1.0], "speedup_high": [2.75, 1.5]})
+                                "speedup": [2.0, 1.25], "speedup_low": [1.5, 1.0], "speedup_high": [4.5, 1.5]})
     assert cell_bars(cells_table, "speedup") == [
-        {"value": 2.0, "below": 0.5, "above": 0.75, "color": GREEDY_COLOR, "hatch": ""},
+        {"value": 2.0, "below": 0.5, "above": 2.5, "color": GREEDY_COLOR, "hatch": ""},
         {"value": 1.25, "below": 0.25, "above": 0.25, "color": SAMPLED_COLOR, "hatch": "//"}]
