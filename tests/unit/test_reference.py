@@ -7,15 +7,21 @@ import pytest
 
 from harness.analysis.reference import (
     REFERENCE_CSV,
+    SYNTHETIC_CONTEXT,
     format_reference_table,
     ladder,
+    ladder_provenance,
+    ladder_rooflines,
+    ladder_step_ms,
     load_reference,
     not_quoted,
     published,
     published_gains,
     reference_table,
+    reference_text,
 )
 from harness.metrics.schema import SUMMARY_COLUMNS
+from workloads.synthetic import PUBLISHED_INPUT_TOKENS, PUBLISHED_OUTPUT_TOKENS
 
 # (run_id, workload, metric, stat, value) of every published figure, in the harness's units.
 FIGURES = [
@@ -112,3 +118,36 @@ def test_printed_reference_marks_each_derived_figure_and_explains_it():
     text = format_reference_table(reference_table([]))
     assert "39.45 *" in text and "36.09 *" not in text
     assert "* published-humming synthetic decode_throughput_aggregate value = 39.45: derived: 1000 / 25.35 ms" in text
+
+
+def test_the_ladders_decode_step_is_read_at_the_published_workloads_mean_context():
+    """A decode step of the 32K-in, 2K-out workload sees on average the prompt and half the output."""
+    assert SYNTHETIC_CONTEXT == PUBLISHED_INPUT_TOKENS + PUBLISHED_OUTPUT_TOKENS / 2
+
+
+def test_a_step_without_a_published_tpot_is_the_inverse_of_its_throughput():
+    reference = load_reference()
+    no_tpot = reference[~((reference["run_id"] == "published-baseline") & (reference["metric"] == "tpot_ms"))]
+    throughput = published(reference, "published-baseline", "synthetic", "decode_throughput_aggregate", "value")
+    assert ladder_step_ms(no_tpot, "published-baseline") == pytest.approx(1000 / throughput)
+
+
+def test_only_the_synthetic_decode_throughputs_provenance_is_the_ladders():
+    reference = load_reference()
+    throughput = reference[(reference["workload"] == "synthetic")
+                           & (reference["metric"] == "decode_throughput_aggregate") & (reference["stat"] == "value")]
+    assert ladder_provenance(reference) == dict(zip(throughput["run_id"], throughput["provenance"]))
+    assert ladder_provenance(reference)["published-humming"].startswith("derived: 1000 / 25.35 ms")
+    assert ladder_provenance(reference)["published-baseline"] == "quoted"
+
+
+def test_only_the_steps_computing_the_head_in_bf16_carry_the_fp32_note():
+    notes = {run_id: roofline.notes for run_id, _, roofline in ladder_rooflines()}
+    assert any("FP32" in note for note in notes["published-baseline"])
+    assert not any("FP32" in note for note in notes["published-humming-fp8head"])
+
+
+def test_marks_go_only_to_the_runs_the_table_shows():
+    table = reference_table([]).drop(columns=["published-humming"])
+    text = reference_text(table)
+    assert "published-humming" not in text.columns and not text.isna().any().any()
