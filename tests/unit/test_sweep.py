@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness.analysis.sweep import _ratio, curves, saturation_steps, speedups
 from harness.config import validated
 from harness.errors import SparkbenchError
 from harness.sweep import on_ray
@@ -290,3 +291,39 @@ def test_a_cell_continues_or_redoes_the_run_in_its_folder(tmp_path, monkeypatch,
         config, resume, label = calls[0]
         assert resume == (existing if resumed else None) and label == "base c=2"
         assert config.salt == (77 if resumed else None)
+
+
+def sweep_summary(cells: dict[tuple[str, int], tuple[float, float]]) -> pd.DataFrame:
+    """A sweep's long summary: (configuration, concurrency) -> (output tok/s, TPOT p50 ms), one workload;
+    the other stats of the same metrics sit beside them and must not be read."""
+    rows = []
+    for (configuration, concurrency), (tok_s, tpot) in cells.items():
+        key = {"configuration": configuration, "workload": "w", "concurrency": concurrency}
+        rows += [{**key, "metric": "output_throughput", "stat": "value", "value": tok_s},
+                 {**key, "metric": "tpot_ms", "stat": "p50", "value": tpot},
+                 {**key, "metric": "tpot_ms", "stat": "p95", "value": 10 * tpot},
+                 {**key, "metric": "tpot_ms", "stat": "mean", "value": 5 * tpot}]
+    return pd.DataFrame(rows)
+
+
+def test_speedups_and_steps_are_exact_ratios_minus_one_per_curve_in_order():
+    points = curves(sweep_summary({("spec", 1): (30.0, 4.0), ("plain", 1): (10.0, 10.0), ("plain", 2): (19.0, 12.5),
+                                   ("plain", 4): (20.0, 20.0), ("alpha", 1): (5.0, 20.0)}))
+    assert points["tpot_p50_ms"].tolist() == [20.0, 10.0, 12.5, 20.0, 4.0]  # the p50, not another stat
+    faster = speedups(points, "plain").set_index("configuration")
+    assert faster.loc["spec", "throughput_speedup"] == pytest.approx(2.0)
+    assert faster.loc["spec", "tpot_speedup"] == pytest.approx(1.5)  # 10 ms / 4 ms - 1
+    assert faster.loc["alpha", "tpot_speedup"] == pytest.approx(-0.5)
+    assert "plain" not in faster.index
+    steps = saturation_steps(points)
+    assert list(zip(steps["configuration"], steps["from_concurrency"])) == [("plain", 1), ("plain", 2)]
+    assert steps["throughput_gain"].tolist() == pytest.approx([0.9, 1 / 19])
+    assert steps["tpot_rise"].tolist() == pytest.approx([0.25, 0.6])
+    assert steps["saturated"].tolist() == [False, True]
+
+
+def test_a_flat_throughput_without_a_latency_rise_is_not_saturation_and_ratios_need_a_positive_denominator():
+    points = curves(sweep_summary({("c", 1): (10.0, 10.0), ("c", 2): (10.5, 11.0)}))
+    assert saturation_steps(points)["saturated"].tolist() == [False]
+    assert _ratio(1.0, 0.5) == 2.0 and _ratio(3.0, 2.0) == 1.5
+    assert all(pd.isna(_ratio(n, d)) for n, d in ((1.0, 0.0), (1.0, -2.0), (None, 1.0), (1.0, None)))
