@@ -6,13 +6,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from types import SimpleNamespace
 
 import pytest
 
 from harness.analysis.reference import LING_FACTS
-from harness.analysis.roofline import RooflineInputs, run_roofline, weight_dtypes
+from harness.analysis.roofline import (
+    RooflineInputs,
+    kv_dtype,
+    load_model_config,
+    power_device,
+    roofline_values,
+    run_roofline,
+    weight_dtypes,
+)
 from harness.metrics.model_bytes import Part, WeightDtypes, attention_parameters, kv_cache_bytes, weight_parts
 from harness.metrics.roofline import Roofline, ceiling, decode_roofline, find_device
+from harness.records.entries import PowerEntry, PowerSensorEntry
 from harness.records.manifest import RunRecord
 
 LLAMA = {"num_hidden_layers": 2, "hidden_size": 128, "intermediate_size": 512, "vocab_size": 1000,
@@ -169,3 +179,31 @@ def test_attention_projections_by_hand_with_and_without_a_query_low_rank():
     linear = {"hidden_size": 7, "linear_attn_config": {"num_heads": 3, "head_dim": 5}}
     assert attention_parameters(linear, "linear") == 4 * 7 * 3 * 5
     assert math.isnan(attention_parameters(linear, "full"))  # no softmax heads given: no figure
+
+
+def test_the_gpu_named_by_the_power_sensors_is_the_first_gpu_not_the_cpu():
+    domains = json.loads('["cpu_package", "gpu", "gpu"]')  # read from a manifest: equal strings, other objects
+    sensors = [PowerSensorEntry(sensor=f"s{i}", device=device, method="m", domain=domain)
+               for i, (device, domain) in enumerate(zip(["EPYC", "GB10", "H100"], domains))]
+    assert power_device(SimpleNamespace(power=PowerEntry(sensors=sensors))) == "GB10"
+    assert power_device(SimpleNamespace(power=None)) is None
+
+
+def test_dtypes_come_from_the_server_else_its_flags_else_the_checkpoint():
+    plain = {"torch_dtype": "bfloat16"}
+    assert weight_dtypes(plain, {}, {}, ["--dtype", "float16"])[0].unquantized == "fp16"
+    assert weight_dtypes(plain, {"dtype": "float32"}, {}, ["--dtype", "float16"])[0].unquantized == "fp32"
+    assert weight_dtypes(plain, {}, {}, [])[0].unquantized == "bf16"
+    assert weight_dtypes(plain, {}, {}, [])[1] == []  # nothing assumed
+    odd = {**plain, "quantization_config": {"quant_method": "exotic"}}
+    assert "checkpoint quantization 'exotic'" in weight_dtypes(odd, {}, {}, [])[1][0]
+    assert kv_dtype({}, ["--kv-cache-dtype", "fp8_e5m2"], "bf16") == "fp8"
+    assert kv_dtype({"kv_cache_dtype": "float16"}, ["--kv-cache-dtype", "fp8"], "bf16") == "fp16"
+    assert kv_dtype({}, [], "bf16") == "bf16"
+
+
+def test_a_run_without_a_model_folder_or_roofline_says_so(tmp_path):
+    record = SimpleNamespace(launched_server=None, facts=SimpleNamespace(model=None))
+    assert load_model_config(record, None) == ({}, "no config.json on this machine (the run names no model folder; "
+                                                   "pass --model-config)")
+    assert all(math.isnan(v) for v in roofline_values(None).values()) and roofline_values(None)
