@@ -205,8 +205,7 @@ class Run:
         """The decode roofline (harness.analysis.roofline) at the run's mean decode context,
         `mean(prompt_tokens + completion_tokens / 2)` tokens, or None and why not."""
         values = self.speed[self.speed["stat"] == "value"].set_index("metric")["value"]
-        context = (floats(self.requests["prompt_tokens"]) + floats(self.requests["completion_tokens"]) / 2).mean()
-        return run_roofline(self.record, values.to_dict(), float(context), self.inputs)
+        return run_roofline(self.record, values.to_dict(), mean_decode_context(self.requests), self.inputs)
 
     @cached_property
     def summary(self) -> pd.DataFrame:
@@ -238,6 +237,11 @@ class Run:
             written.append(write_atomically(self.path / QUESTIONS_NAME,
                                             lambda partial: self.questions.to_parquet(partial, index=False)))
         return written
+
+
+def mean_decode_context(requests: pd.DataFrame) -> float:
+    """Tokens a decode step attends to, on average over the run: `mean(prompt_tokens + completion_tokens / 2)`."""
+    return float((floats(requests["prompt_tokens"]) + floats(requests["completion_tokens"]) / 2).mean())
 
 
 def tell_apart(runs: Sequence[Run]) -> list[Run]:

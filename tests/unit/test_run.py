@@ -10,7 +10,8 @@ import pytest
 
 import harness.analysis.run as run_module
 from harness.analysis.compare import compare_loaded
-from harness.analysis.run import Run
+from harness.analysis.run import Run, counter_rows, mean_decode_context, tell_apart
+from harness.records.entries import ServerCounters
 from harness.records.rundir import SCALE_LABEL
 from harness.request import RunSwitches
 from harness.run.runner import RunAborted, RunOptions
@@ -80,3 +81,34 @@ def test_an_interrupted_run_still_leaves_its_summary(tmp_path):
     summary = pd.read_csv(run_dir / "summary.csv")
     assert summary.loc[summary["metric"] == "requests", "value"].item() == 2
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
+
+
+def test_a_decode_step_attends_on_average_to_the_prompt_and_half_the_answer():
+    requests = pd.DataFrame({"prompt_tokens": [100, 300], "completion_tokens": [10, 30]})
+    assert mean_decode_context(requests) == pytest.approx((105 + 315) / 2)
+
+
+def test_runs_sharing_a_label_are_numbered_in_order_and_a_lone_one_is_not():
+    class Shown:
+        def __init__(self, label: str) -> None:
+            self.label, self.ordinal = label, "unset"
+
+    runs = tell_apart([Shown("a"), Shown("b"), Shown("a"), Shown("a")])
+    assert [run.ordinal for run in runs] == [" #1", "", " #2", " #3"]
+
+
+def test_the_servers_counters_give_one_accept_length_row_or_none():
+    assert counter_rows(ServerCounters()).empty
+    rows = counter_rows(ServerCounters(accept_length=2.5))
+    assert rows[["metric", "stat", "value"]].values.tolist() == [["accept_length_server_counters", "value", 2.5]]
+
+
+@pytest.mark.parametrize(("label", "shown"), [("cpu c=4", "cpu c=4 · complete"), ("c=4", "c=4 · complete"),
+                                              ("cpu", "cpu · c=4 · complete")])
+def test_a_caption_names_the_load_unless_the_label_already_does(tmp_path, label, shown):
+    run_dir = write_run(tmp_path, "20260101T000000Z-x", synthetic_records(10.0), SYNTHETIC)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest |= {"label": label, "options": {"concurrency": 4}}
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    run = Run.load(run_dir)
+    assert run.caption == shown and isinstance(run.scale_note, str)
