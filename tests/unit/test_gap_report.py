@@ -15,6 +15,7 @@ from harness.errors import SparkbenchError
 from harness.gap.design import cells
 from harness.gap.outputs import CELLS_HEADING, NO_ATTRIBUTION, cells_markdown, write_outputs
 from harness.gap.report import gap_report
+from harness.records.rundir import SCALE_LABEL
 from tests.unit.test_report import SYNTHETIC, synthetic_records, write_run
 
 CORNER_CONTENTS = ("synthetic", "gsm8k")
@@ -88,6 +89,8 @@ def test_every_planned_cell_has_a_row_and_an_unmeasured_one_says_why(computed_re
     assert "specbench:qa/greedy/fixed: speculative run: server &lt;b&gt;died&lt;/b&gt;" in html
     assert "specbench:qa/published/natural: not run" in html
     assert "<b>died" not in html
+    assert "### Not measured" in md and "- specbench:qa/published/natural: not run" in md
+    assert SCALE_LABEL not in md  # runs at the configured scale carry no reduced-scale label
 
 
 def test_a_designs_stored_tables_are_shown_as_stored_with_a_missing_figure_as_not_measured(tmp_path):
