@@ -132,6 +132,8 @@ def test_run_roofline_needs_a_config_and_a_plain_decode_step(tmp_path):
     summary = {"decode_throughput_aggregate": 500.0, "accept_length_token_weighted": math.nan}
     roofline, source = run_roofline(manifest, summary, 1000, RooflineInputs(peak_gbps=50))
     assert source.endswith("config.json") and roofline.step_ms == 2.0 and roofline.peak_gbps == 50
+    slower, _ = run_roofline(manifest, {**summary, "decode_throughput_aggregate": 300.0}, 1000)
+    assert slower.step_ms == pytest.approx(1000 / 300)  # not a whole millisecond
     speculative, why = run_roofline(manifest, {**summary, "accept_length_token_weighted": 3.0}, 1000)
     assert speculative is None and "verify_cost_ratio" in why
     missing, why = run_roofline(RunRecord.of({"run_id": "r", "workload": {"name": "synthetic"}}), summary, 1000)
