@@ -11,6 +11,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
+from harness.analysis.compare import compare_loaded
 from harness.analysis.run import Run
 from harness.analysis.tables import (
     NOT_EXPORTED,
@@ -19,6 +20,7 @@ from harness.analysis.tables import (
     figure_text,
     gpu_note,
     key_figure_cell,
+    key_figures,
     power_note,
     run_warnings,
     stream_warning,
@@ -130,3 +132,21 @@ def test_a_runs_warnings_say_how_it_ended_what_failed_and_what_fidelity_found(tm
 def test_a_complete_run_of_ok_requests_has_no_warning(tmp_path):
     run = Run.load(write_run(tmp_path, "20260101T000000Z-ok", [build_record(seq=i) for i in range(3)], SYNTHETIC))
     assert run_warnings(run) == []
+
+
+def test_a_skipped_guard_is_a_warning(tmp_path):
+    run_dir = write_run(tmp_path, "20260101T000000Z-g", [build_record(seq=i) for i in range(3)], SYNTHETIC)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    (run_dir / "manifest.json").write_text(json.dumps(manifest | {"guard": {"skipped": "--no-guard"}}))
+    assert run_warnings(Run.load(run_dir)) == ["configuration guard skipped (--no-guard)"]
+
+
+def test_key_figures_give_each_run_its_own_cells_and_only_the_columns_its_runs_need(tmp_path):
+    base = Run.load(write_run(tmp_path, "20260101T000000Z-plain", synthetic_records(10.0), SYNTHETIC))
+    cand = Run.load(write_run(tmp_path, "20260101T000100Z-spec", synthetic_records(8.0, spec=True), SYNTHETIC))
+    table = key_figures([base, cand], compare_loaded([base, cand]))
+    assert not {"TTFAT mean ms", "response E2E p95 ms", "SLO attainment", "accuracy"} & set(table.columns)
+    assert table["requests ok"].tolist() == ["6 of 6", "6 of 6"]
+    plain, spec = table["TPOT mean ms"]
+    assert (plain["change"], plain["verdict"]) == ("", "")  # the baseline against itself
+    assert spec["change"] == "-20.0% [-20.0, -20.0]" and spec["verdict"] == "better"  # 8 ms steps against 10
