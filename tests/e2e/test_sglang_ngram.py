@@ -9,6 +9,7 @@ plain decoding at any batch size.
 from __future__ import annotations
 
 import json
+import math
 
 import pandas as pd
 import pytest
@@ -144,4 +145,8 @@ def test_verify_cost_ratio_from_sglang_own_timings(plain_run, batch1_run):
     timed = ~spec["stream_flagged"].to_numpy(dtype=bool)  # the client's figures leave flagged streams out
     per_round = (spec["completion_tokens"][timed] - 1).sum() / spec["verify_rounds"][timed].sum()
     assert table[(spec_id, "decode_tokens_per_round", "value")] == pytest.approx(per_round, rel=1e-12)
-    assert table[(spec_id, "verify_cost_ratio", "value")] > 0  # the client's own figure stands beside it
+    client = table[(spec_id, "verify_cost_ratio", "value")]
+    if timed.any() and (~plain["stream_flagged"].to_numpy(dtype=bool)).any():
+        assert client > 0  # the client's own figure stands beside it
+    else:  # a loaded host: every stream of one side flagged, so the client measured nothing, never a zero
+        assert math.isnan(client)
