@@ -25,7 +25,7 @@ STAGES := .stage-times.tsv
 STAGE_TIMES := $(PYTHON) scripts/stage_times.py $(STAGES)
 STAGE = $(STAGE_TIMES) run
 
-.PHONY: help setup setup-ray lock lock-upgrade lm-eval-env mutation env-sglang env-vllm model llamacpp drafter testbed bench-synthetic bench-gsm8k bench-specbench gap report report-shot test test-quick test-e2e test-unit lint cold-check clean
+.PHONY: help setup setup-ray lock lock-upgrade lm-eval-env mutation env-sglang env-vllm model llamacpp-server llamacpp drafter testbed bench-synthetic bench-gsm8k bench-specbench gap report report-shot test test-quick test-e2e test-unit lint cold-check clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -97,13 +97,17 @@ env-vllm: setup ## Install the pinned vLLM CPU server environment (cached outsid
 model: env-sglang ## Build the test bed's tiny models (plain, bigram, wrong draft) once (cached outside the clone)
 	$(STAGE) model -- $(BIN)/python -m harness.testbed.envs model
 
-llamacpp: model ## Build llama.cpp's llama-server (CPU) from the pinned source, and the GGUF models (cached)
-	PATH=$(UV_DIR)/bin:$$PATH $(STAGE) llamacpp -- $(BIN)/python -m harness.testbed.llamacpp
+# The server's build needs no model: under `make -j3 testbed` it compiles while the environments install.
+llamacpp-server: setup ## Build llama.cpp's llama-server (CPU) from the pinned source (cached)
+	PATH=$(UV_DIR)/bin:$$PATH $(STAGE) llamacpp-build -- $(BIN)/python -m harness.testbed.llamacpp server
+
+llamacpp: model llamacpp-server ## llama.cpp's llama-server and the test bed's GGUF models (cached)
+	PATH=$(UV_DIR)/bin:$$PATH $(STAGE) llamacpp-gguf -- $(BIN)/python -m harness.testbed.llamacpp
 
 drafter: llamacpp ## The learned EAGLE-3 drafter of the real model from its pinned weights: checkpoint and GGUF (cached)
 	$(STAGE) drafter -- $(BIN)/python -m harness.testbed.drafter.build
 
-testbed: env-sglang env-vllm model llamacpp drafter ## Everything the end-to-end tests need
+testbed: llamacpp-server env-sglang env-vllm model llamacpp drafter ## Everything the end-to-end tests need
 
 bench-synthetic: setup $(EMBEDDED_DEPS) ## Synthetic 32K/2K greedy run (SERVER=URL), else the reduced embedded run
 	$(BIN)/sparkbench run synthetic $(SERVER_FLAG) $(ARGS)
@@ -128,7 +132,7 @@ NIGHTLY_CONFIG ?= docs/nightly/nightly.yaml
 nightly: setup $(EMBEDDED_DEPS) ## Nightly regression job (NIGHTLY_CONFIG=..., SERVER=URL): exit 0 pass, 1 regression, 2 could not run, 3 inconclusive
 	$(BIN)/sparkbench nightly --config $(NIGHTLY_CONFIG) $(SERVER_FLAG)
 
-# The environments download while llama.cpp builds (-j3), then the linter and the suite run (the unit
+# The environments install while llama.cpp's server compiles (-j3), then the linter and the suite run (the unit
 # tier beside the end-to-end tier, scripts/test_tiers.py); the table of stage times comes last whatever failed.
 test: ## Lint, unit tests and end-to-end tests against real SGLang, vLLM and llama.cpp servers
 	@$(STAGE_TIMES) reset

@@ -95,7 +95,7 @@ def queue_growth(run: Run) -> tuple[float, float] | None:
 def preemption_warning(run: Run) -> str | None:
     """Requests preempted (a counter's increase, or a gauge above zero) during the measured requests."""
     series, rows = _series(run).get(PREEMPTIONS), _role(run, PREEMPTIONS)
-    if series is None or rows.empty:
+    if series is None:  # no scrape in the window leaves the count NaN: no warning either
         return None
     count = counter_increase(rows["value"].to_numpy()) if series.counter else rows["value"].max()
     if not count > 0:
@@ -147,8 +147,6 @@ def server_cache_hit_rate(run: Run) -> float:
     """The server's prefix-cache hit rate over the measured requests, from its hit and query
     counters; NaN when its engine exports none or the scrapes do not bracket the requests."""
     hits, queries = _role(run, PREFIX_CACHE_HITS), _role(run, PREFIX_CACHE_QUERIES)
-    if hits.empty or queries.empty:
-        return float("nan")
     return counter_hit_rate(hits["value"].to_numpy(), queries["value"].to_numpy())
 
 

@@ -166,15 +166,17 @@ def pack_source(dest: Path) -> Path:
 
 
 def main(argv: list[str]) -> None:
-    """`python -m harness.testbed.llamacpp [pack DEST]`: build the server and the test bed's GGUF
-    model folder once; `pack DEST` writes the stripped source archive."""
+    """`python -m harness.testbed.llamacpp [server | pack DEST]`: build the server and the test bed's
+    GGUF model folder once; `server` builds the server alone (it needs no model, so it compiles while
+    the environments install); `pack DEST` writes the stripped source archive."""
     if argv[:1] == ["pack"] and len(argv) == 2:
         print(pack_source(Path(argv[1])))
         return
-    if argv:
-        raise SystemExit("usage: python -m harness.testbed.llamacpp [pack DEST]")
+    if argv not in ([], ["server"]):
+        raise SystemExit("usage: python -m harness.testbed.llamacpp [server | pack DEST]")
     print(build_server())
-    print(ensure_gguf_model())
+    if not argv:
+        print(ensure_gguf_model())
 
 
 if __name__ == "__main__":

@@ -33,7 +33,16 @@ from harness.gap.design import (
     cells,
 )
 from harness.gap.intervals import bootstrap_intervals, needed_prompts
-from harness.gap.outputs import GREEDY_COLOR, SAMPLED_COLOR, attribution_view, cell_bars, cells_view, settings_line
+from harness.gap.outputs import (
+    GREEDY_COLOR,
+    SAMPLED_COLOR,
+    attribution_view,
+    cell_bars,
+    cells_figure,
+    cells_view,
+    plot_cells,
+    settings_line,
+)
 from harness.gap.run import MANIFEST, GapSettings, cell_plan, content_plan, load_design, token_counter
 from harness.spec import Prompt, SamplingParams
 from tests.unit.agree_fakes import write_tokenizer
@@ -293,3 +302,19 @@ def test_each_cells_bar_reaches_its_interval_and_says_its_sampling_and_length():
     assert cell_bars(cells_table, "speedup") == [
         {"value": 2.0, "below": 0.5, "above": 2.5, "color": GREEDY_COLOR, "hatch": ""},
         {"value": 1.25, "below": 0.25, "above": 0.25, "color": SAMPLED_COLOR, "hatch": "//"}]
+
+
+def test_the_cells_figure_marks_parity_on_both_panels_and_labels_every_cell_upright(tmp_path):
+    cells_table = pd.DataFrame({"content": ["gsm8k", "synthetic"], "sampling": ["greedy", "published"],
+                                "length": ["fixed", "natural"], "speedup": [2.0, 1.25], "speedup_low": [1.5, 1.0],
+                                "speedup_high": [4.5, 1.5], "accept_length_token_weighted": [3.0, 1.5],
+                                "accept_length_token_weighted_low": [2.5, 1.2],
+                                "accept_length_token_weighted_high": [3.5, 1.8]})
+    fig = cells_figure(cells_table)
+    for panel in fig.axes:  # no speed-up, one token a round: the line a bar is read against
+        assert [list(line.get_ydata()) for line in panel.get_lines()] == [[1.0, 1.0]]
+    labels = fig.axes[-1].get_xticklabels()
+    assert [label.get_text() for label in labels] == ["gsm8k\ngreedy/fixed", "synthetic\npublished/natural"]
+    assert {(label.get_rotation(), label.get_fontsize()) for label in labels} == {(90.0, 7.0)}
+    png = plot_cells(cells_table, tmp_path / "cells.png").read_bytes()
+    assert (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")) == (1210, 770)  # IHDR

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import socket
+import subprocess
+import sys
 from dataclasses import replace
 
 import pandas as pd
@@ -15,9 +18,11 @@ from harness.analysis.compare import compare_loaded
 from harness.analysis.run import Run
 from harness.analysis.tables import (
     NOT_EXPORTED,
+    STALE_REASON,
     change_text,
     counter_note,
     figure_text,
+    format_repetitions,
     gpu_note,
     key_figure_cell,
     key_figures,
@@ -150,3 +155,32 @@ def test_key_figures_give_each_run_its_own_cells_and_only_the_columns_its_runs_n
     plain, spec = table["TPOT mean ms"]
     assert (plain["change"], plain["verdict"]) == ("", "")  # the baseline against itself
     assert spec["change"] == "-20.0% [-20.0, -20.0]" and spec["verdict"] == "better"  # 8 ms steps against 10
+
+
+def with_manifest(run_dir, **fields):
+    """The run directory with `fields` set in its manifest, as a later writer leaves it."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    (run_dir / "manifest.json").write_text(json.dumps(manifest | fields))
+    return run_dir
+
+
+def test_a_run_that_did_not_finish_says_why_or_that_no_reason_was_recorded(tmp_path):
+    records = [build_record(seq=i) for i in range(3)]
+    failed = with_manifest(write_run(tmp_path, "20260101T000000Z-f", records, SYNTHETIC), status="failed")
+    assert run_warnings(Run.load(failed))[0] == "status failed: no reason recorded"
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid whose process has ended: the run it marks `running` is stale
+    stale = with_manifest(write_run(tmp_path, "20260101T000100Z-s", records, SYNTHETIC), status="running",
+                          error="the writer's last word", hostname=socket.gethostname(), pid=gone.pid)
+    assert run_warnings(Run.load(stale))[0] == f"status stale: {STALE_REASON}"
+
+
+def test_repetitions_are_said_with_their_count_the_first_runs_label_and_no_row_numbers(tmp_path):
+    runs = [Run.load(with_manifest(write_run(tmp_path, f"20260101T00000{i}Z-r", synthetic_records(10.0 + i),
+                                             SYNTHETIC), label=f"repeat-{i}")) for i in range(3)]
+    text = format_repetitions(runs)
+    assert text.startswith("\nacross 3 repetitions (repeat-0; 95% interval of the mean, Student t; ")
+    header, *rows = [line.split() for line in text.split("\n")[2:]]
+    assert header[:3] == ["metric", "stat", "repetitions"]  # no row numbers before them
+    tpot = next(row for row in rows if row[:2] == ["tpot_ms", "mean"])
+    assert tpot[2:4] == ["3", "14.14"]  # steps of 10, 11 and 12 ms (each request 5% slower), four digits

@@ -12,7 +12,13 @@ import pytest
 
 from harness.analysis.run import Run
 from harness.analysis.tables import run_warnings
-from harness.analysis.telemetry import bracketing, client_output_tokens, in_flight_check, telemetry_warnings
+from harness.analysis.telemetry import (
+    bracketing,
+    client_output_tokens,
+    in_flight_check,
+    server_cache_hit_rate,
+    telemetry_warnings,
+)
 from harness.metrics.timeline import counter_increase, counter_rate, in_flight, output_rate, throttle_names
 from harness.records.timeseries import DEVICE, DEVICE_COLUMNS, SeriesWriter
 from harness.report.timeline import plot_run_timeline
@@ -36,7 +42,9 @@ def write_run(path, records, concurrency=1, scrapes=(), window_ms=(0.0, 1000.0),
     (path / "manifest.json").write_text(json.dumps(manifest))
     (path / "requests.jsonl").write_text("".join(json.dumps(asdict(r)) + "\n" for r in records))
     metric = {"running": "vllm:num_requests_running", "queued": "vllm:num_requests_waiting",
-              "preemptions": "vllm:num_preemptions_total", "generation_tokens": "vllm:generation_tokens_total"}
+              "preemptions": "vllm:num_preemptions_total", "generation_tokens": "vllm:generation_tokens_total",
+              "prefix_cache_hits": "vllm:prefix_cache_hits_total",
+              "prefix_cache_queries": "vllm:prefix_cache_queries_total"}
     rows = [{"t_ns": ns_at(ms), "role": role, "metric": metric[role], "labels": "{}", "value": value}
             for ms, role, value in scrapes]
     (path / "server_metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
@@ -103,6 +111,21 @@ def test_preemptions_during_the_measured_requests_warn(tmp_path):
     warnings = telemetry_warnings(Run.load(write_run(tmp_path / "r", [one_stream()], scrapes=scrapes)))
     assert warnings == ["the server preempted requests during the run: 3 preempted (vllm:num_preemptions_total); "
                         "KV cache ran short"]
+
+
+def test_no_preemption_scraped_in_the_window_is_no_warning(tmp_path):
+    scrapes = [(-1.0, "running", 1.0), (1001.0, "running", 1.0)]  # the engine has the series, no scrape of it
+    assert telemetry_warnings(Run.load(write_run(tmp_path / "r", [one_stream()], scrapes=scrapes))) == []
+
+
+def test_the_servers_cache_hit_rate_needs_both_counters_across_the_window(tmp_path):
+    hits = [(-1.0, "prefix_cache_hits", 10.0), (1001.0, "prefix_cache_hits", 40.0)]
+    queries = [(-1.0, "prefix_cache_queries", 20.0), (1001.0, "prefix_cache_queries", 80.0)]
+    both = Run.load(write_run(tmp_path / "both", [one_stream()], scrapes=hits + queries))
+    assert server_cache_hit_rate(both) == pytest.approx(30 / 60)
+    for one in (hits, queries):
+        alone = Run.load(write_run(tmp_path / one[0][1], [one_stream()], scrapes=one))
+        assert np.isnan(server_cache_hit_rate(alone))
 
 
 @pytest.mark.parametrize(("server_tokens", "warns"), [(20.0, False), (20.8, False), (26.0, True)])
