@@ -113,6 +113,14 @@ def _ctrl_c_after_import(module: str, url: str) -> None:
     assert [line for line in said if not line.startswith("import time:")] == ["sparkbench: interrupted\n"]
 
 
+def test_ctrl_c_inside_a_string_eval_is_one_line_and_exit_1():
+    """A Ctrl-C that lands while typer evaluates a string annotation: CPython marks it unhandled
+    although the command line catches it, and `python -m` then died by SIGINT (-2) after the line."""
+    done = subprocess.run([sys.executable, "-m", "tests.fakes.interrupted_in_eval", "interrupt"],
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (1, "sparkbench: interrupted\n")
+
+
 TEMPLATES = {
     "not Jinja": ("{% for m in messages %}{{ m['content'] }}", "is not valid Jinja"),
     "fails at the second turn": ("{% for m in messages %}{% if m['role'] == 'assistant' %}{{ m.content.nope() }}"
