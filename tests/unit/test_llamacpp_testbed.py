@@ -73,3 +73,19 @@ def test_packed_source_leaves_out_models_docs_and_tests(tmp_path: Path, monkeypa
     with tarfile.open(packed) as tar:
         names = sorted(m.name for m in tar.getmembers() if m.isfile())
     assert names == ["llama.cpp/CMakeLists.txt", "llama.cpp/ggml/src/ggml.c"]
+
+
+@pytest.mark.parametrize(("argv", "built"), [([], ["server", "gguf"]), (["server"], ["server"])])
+def test_the_server_builds_without_the_model_so_it_can_compile_beside_the_environments(
+        argv: list[str], built: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    done: list[str] = []
+    monkeypatch.setattr(llamacpp, "build_server", lambda: done.append("server"))
+    monkeypatch.setattr(llamacpp, "ensure_gguf_model", lambda: done.append("gguf"))
+    llamacpp.main(argv)
+    assert done == built
+
+
+@pytest.mark.parametrize("argv", [["serve"], ["server", "extra"], ["pack"]])
+def test_an_unknown_build_step_is_refused_with_its_usage(argv: list[str]) -> None:
+    with pytest.raises(SystemExit, match=r"usage: python -m harness.testbed.llamacpp \[server \| pack DEST\]"):
+        llamacpp.main(argv)
