@@ -77,3 +77,9 @@ def test_a_rate_that_meets_the_target_again_after_a_miss_is_not_the_last_meeting
 def test_attainment_exactly_at_the_target_meets_it():
     crossing = attainment_crossing(curve({1.0: 0.99, 2.0: 0.9, 3.0: 0.5}), 0.9).iloc[0]
     assert (crossing["last_meeting"], crossing["first_missing"]) == (2.0, 3.0)
+
+
+def test_a_rate_whose_attainment_was_not_measured_is_not_the_last_meeting():
+    """No SLO figure at 2 req/s (no ok request there): nothing says it met the target."""
+    crossing = attainment_crossing(curve({1.0: 0.99, 2.0: math.nan, 3.0: 0.5}), 0.9).iloc[0]
+    assert (crossing["last_meeting"], crossing["first_missing"]) == (1.0, 3.0)
