@@ -33,7 +33,7 @@ from harness.analysis.tables import (
 )
 from harness.records.entries import PowerEntry, PowerSensorEntry, SamplerEntry, ServerCounters, TelemetryEntry
 from tests.unit.conftest import build_record
-from tests.unit.test_report import SYNTHETIC, synthetic_records, write_run
+from tests.unit.test_report import SYNTHETIC, gsm8k_records, synthetic_records, write_run
 
 
 def test_energy_is_said_measured_with_its_sensors_or_not_with_every_reason():
@@ -184,3 +184,9 @@ def test_repetitions_are_said_with_their_count_the_first_runs_label_and_no_row_n
     assert header[:3] == ["metric", "stat", "repetitions"]  # no row numbers before them
     tpot = next(row for row in rows if row[:2] == ["tpot_ms", "mean"])
     assert tpot[2:4] == ["3", "14.14"]  # steps of 10, 11 and 12 ms (each request 5% slower), four digits
+
+
+def test_a_scored_run_alone_has_its_accuracy_among_its_key_figures(tmp_path):
+    run = Run.load(write_run(tmp_path, "g", gsm8k_records([True, True, True, False]), {"name": "gsm8k"}))
+    (cell,) = key_figures([run], compare_loaded([run]))["accuracy"]
+    assert cell == {"value": "75.0%", "change": "", "verdict": ""}
