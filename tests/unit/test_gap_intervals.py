@@ -311,6 +311,9 @@ def test_the_cells_figure_marks_parity_on_both_panels_and_labels_every_cell_upri
                                 "accept_length_token_weighted_low": [2.5, 1.2],
                                 "accept_length_token_weighted_high": [3.5, 1.8]})
     fig = cells_figure(cells_table)
+    speedup, accept = fig.axes
+    assert [bar.get_height() for bar in speedup.patches] == [2.0, 1.25]  # a bar a cell, in the table's order
+    assert [bar.get_height() for bar in accept.patches] == [3.0, 1.5]
     for panel in fig.axes:  # no speed-up, one token a round: the line a bar is read against
         assert [list(line.get_ydata()) for line in panel.get_lines()] == [[1.0, 1.0]]
     labels = fig.axes[-1].get_xticklabels()
