@@ -128,11 +128,16 @@ def test_the_servers_cache_hit_rate_needs_both_counters_across_the_window(tmp_pa
         assert np.isnan(server_cache_hit_rate(alone))
 
 
-def throughput_warnings(path, server_tokens: float, scrapes_at=(-1.0, 2001.0)) -> list[str]:
-    """Two requests of 10 tokens in a 2 s window (10 tok/s), the server's token counter up `server_tokens`."""
-    records = [one_stream(0, 0.0), one_stream(1, 100.0)]
-    scrapes = [(at, "generation_tokens", 100.0 + server_tokens * k) for k, at in enumerate(scrapes_at)]
-    return telemetry_warnings(Run.load(write_run(path, records, scrapes=scrapes, window_ms=(0.0, 2000.0))))
+CLOCK_ZERO_MS = -BASE_NS / 1e6  # the client clock's origin, in this module's milliseconds
+
+
+def throughput_warnings(path, server_tokens: float, scrapes_at=(-1.0, 3001.0), origin: float = 0.0) -> list[str]:
+    """Two requests of 10 tokens in a 3 s window from `origin` (6.7 tok/s), the server's token counter
+    up `server_tokens`."""
+    records = [one_stream(0, origin), one_stream(1, origin + 100.0)]
+    scrapes = [(origin + at, "generation_tokens", 100.0 + server_tokens * k) for k, at in enumerate(scrapes_at)]
+    window = (origin, origin + 3000.0)
+    return telemetry_warnings(Run.load(write_run(path, records, scrapes=scrapes, window_ms=window)))
 
 
 @pytest.mark.parametrize("server_tokens", [20.0, 20.8, 19.2])
@@ -140,14 +145,15 @@ def test_server_and_client_throughput_within_the_tolerance_are_no_warning(tmp_pa
     assert throughput_warnings(tmp_path / "r", server_tokens) == []
 
 
-def test_server_throughput_beyond_the_tolerance_is_said_with_both_rates(tmp_path):
-    assert throughput_warnings(tmp_path / "r", 26.0) == [
-        "the server's own output throughput (13.0 tok/s, vllm:generation_tokens_total) differs from the client's "
-        "(10.0 tok/s) by +30.0%, beyond the 5% tolerance: another client, or tokens the client did not see"]
+@pytest.mark.parametrize("origin", [0.0, CLOCK_ZERO_MS + 500.0])  # the window 0.5 s after the clock's zero
+def test_server_throughput_beyond_the_tolerance_is_said_with_both_rates(tmp_path, origin):
+    assert throughput_warnings(tmp_path / "r", 26.0, origin=origin) == [
+        "the server's own output throughput (8.7 tok/s, vllm:generation_tokens_total) differs from the client's "
+        "(6.7 tok/s) by +30.0%, beyond the 5% tolerance: another client, or tokens the client did not see"]
 
 
 def test_one_scrape_of_the_token_counter_compares_nothing(tmp_path):
-    assert throughput_warnings(tmp_path / "r", 26.0, scrapes_at=(2001.0,)) == []
+    assert throughput_warnings(tmp_path / "r", 26.0, scrapes_at=(3001.0,)) == []
 
 
 def sample_gpu(run_dir, nvml, at_ms):
@@ -208,7 +214,7 @@ def test_the_in_flight_check_times_each_scrape_from_the_windows_start(tmp_path):
 
 def test_the_in_flight_check_times_scrapes_from_a_window_near_the_clocks_zero(tmp_path):
     """A clock that started 0.1 s before the window (a host just booted): 0.2 s is 0.1 s in."""
-    zero = -BASE_NS / 1e6  # the client clock's origin, in this module's milliseconds
+    zero = CLOCK_ZERO_MS
     scrapes = [(zero + 200.0, "running", 1.0), (zero + 700.0, "running", 1.0)]
     check = in_flight_check(Run.load(write_run(tmp_path / "r", [one_stream()], scrapes=scrapes,
                                                window_ms=(zero + 100.0, zero + 1000.0))))
