@@ -141,6 +141,14 @@ def test_only_the_synthetic_decode_throughputs_provenance_is_the_ladders():
     assert ladder_provenance(reference)["published-baseline"] == "quoted"
 
 
+def test_the_ladders_provenance_is_its_throughput_rows_and_no_other_stat_of_that_metric():
+    reference = load_reference()
+    step = reference[(reference["run_id"] == "published-baseline") & (reference["workload"] == "synthetic")
+                     & (reference["metric"] == "decode_throughput_aggregate")]
+    other_stat = step.assign(stat="p50", provenance="a p50 row, not the throughput")
+    assert ladder_provenance(pd.concat([reference, other_stat]))["published-baseline"] == "quoted"
+
+
 def test_only_the_steps_computing_the_head_in_bf16_carry_the_fp32_note():
     notes = {run_id: roofline.notes for run_id, _, roofline in ladder_rooflines()}
     assert any("FP32" in note for note in notes["published-baseline"])
