@@ -148,15 +148,22 @@ def _hand_made(kv_bytes: float = 500_000.0, step_ms: float = 2.5, peak_gbps: flo
 def test_the_printed_figures_are_the_arithmetic_of_the_parts():
     """3 MB + 0.5 MB of weights and 0.5 MB of KV cache in 2.5 ms: 1.6 GB/s, 16% of 10."""
     roofline = _hand_made()
-    assert roofline.bytes_per_step == 4_000_000 and roofline.achieved_gbps == pytest.approx(1.6)
+    assert roofline.bytes_per_step == 4_000_000 and roofline.achieved_gbps == 1.6  # 1.6e6 / 1e6, exact
     assert roofline.values()["roofline_fraction_of_peak"] == pytest.approx(0.16)
     assert _hand_made(step_ms=0.5).achieved_gbps == pytest.approx(8.0)  # a step under 1 ms
+    assert _hand_made(step_ms=3000.0).achieved_gbps == pytest.approx(4e6 / 3.0 / 1e9)  # 1,333.3 bytes a ms
     assert roofline.lines() == [
         "bytes one decode step reads at batch 1:",
         "  embed: 1,500,000 weights x 2 B (bf16) = 3.000 MB  [config]",
         "  head: 500,000 weights x 1 B (fp8) = 0.500 MB  [checkpoint]",
         "  KV cache: 0.5 MB  [2 layers]",
         "  total 0.004 GB per step; step 2.500 ms; achieved 1.6 GB/s of 10 GB/s peak (16%) [as given]"]
+
+
+def test_large_parts_print_in_whole_megabytes():
+    big = Roofline([Part("layers", 8e9, "bf16", "config")], 1e12, "long context", 1.0, 10.0, "as given")
+    assert big.lines()[1:3] == ["  layers: 8,000,000,000 weights x 2 B (bf16) = 16,000.000 MB  [config]",
+                                "  KV cache: 1,000,000.0 MB  [long context]"]
 
 
 def test_an_uncounted_kv_cache_adds_nothing_and_a_step_of_zero_or_a_peak_of_zero_gives_no_figure():
