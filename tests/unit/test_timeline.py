@@ -52,6 +52,7 @@ def test_within_keeps_both_ends_and_nothing_outside():
 def test_a_counter_gains_fractional_steps_and_restarts_from_zero():
     assert counter_increase(np.array([0.0, 0.5, 1.0])) == 1.0
     assert counter_increase(np.array([5.0, 7.0, 2.0, 3.0])) == 2.0 + 2.0 + 1.0
+    assert counter_increase(np.array([5.0, 4.5, 5.0])) == 4.5 + 0.5  # a restart that lands just under the last
 
 
 def test_a_counters_rate_over_sub_second_steps_of_three_readings():
