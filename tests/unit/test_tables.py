@@ -124,8 +124,7 @@ def test_a_runs_warnings_say_how_it_ended_what_failed_and_what_fidelity_found(tm
     records[1] = replace(records[1], status="error", error_kind="timeout", error_message="slow")
     records[2] = replace(records[2], status="error", error_kind="timeout", error_message="slow")
     run_dir = write_run(tmp_path, "20260101T000000Z-x", records, SYNTHETIC)
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    (run_dir / "manifest.json").write_text(json.dumps(manifest | {"status": "failed", "error": "server died"}))
+    with_manifest(run_dir, status="failed", error="server died")
     (run_dir / "fidelity.json").write_text(json.dumps({"plain_run": "p", "verdict": "unchanged: 6 identical"}))
     warnings = run_warnings(Run.load(run_dir))
     assert warnings[0] == "status failed: server died"
@@ -141,8 +140,7 @@ def test_a_complete_run_of_ok_requests_has_no_warning(tmp_path):
 
 def test_a_skipped_guard_is_a_warning(tmp_path):
     run_dir = write_run(tmp_path, "20260101T000000Z-g", [build_record(seq=i) for i in range(3)], SYNTHETIC)
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    (run_dir / "manifest.json").write_text(json.dumps(manifest | {"guard": {"skipped": "--no-guard"}}))
+    with_manifest(run_dir, guard={"skipped": "--no-guard"})
     assert run_warnings(Run.load(run_dir)) == ["configuration guard skipped (--no-guard)"]
 
 
